@@ -1,0 +1,310 @@
+//! Throwaway PostgreSQL clusters for whole-cluster tests of snowflake_id.
+//!
+//! Each [`Cluster`] lives in a fresh directory under the system temp dir, listens only on a Unix
+//! socket in that directory (no TCP), runs as the `postgres` OS user when the tests run as root
+//! (initdb and postgres refuse root), and is stopped and deleted when dropped, even when the test
+//! panics. The extension must already be installed into the server's directories
+//! (`cargo pgrx install`), as the README's test command does.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+pub use postgres::{Client, Error as PgError, NoTls};
+
+static NEXT_CLUSTER: AtomicUsize = AtomicUsize::new(0);
+
+/// Settings for a new cluster.
+#[derive(Clone, Debug)]
+pub struct ClusterBuilder {
+    preload: bool,
+    settings: Vec<String>,
+    environment: Vec<(String, String)>,
+}
+
+impl ClusterBuilder {
+    /// Leave `snowflake_id` out of `shared_preload_libraries`.
+    pub fn without_preload(mut self) -> Self {
+        self.preload = false;
+        self
+    }
+
+    /// Adds a `postgresql.conf` line, e.g. `"snowflake.node_id = 3"`.
+    pub fn setting(mut self, line: &str) -> Self {
+        self.settings.push(line.to_owned());
+        self
+    }
+
+    /// Adds an environment variable for the server process (e.g. libfaketime's).
+    pub fn server_env(mut self, name: &str, value: &str) -> Self {
+        self.environment.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Creates (initdb) and starts the cluster.
+    pub fn start(self) -> Cluster {
+        let number = NEXT_CLUSTER.fetch_add(1, Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("snowflake-cluster-{}-{number}", std::process::id()));
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).expect("remove stale cluster directory");
+        }
+        std::fs::create_dir_all(&dir).expect("create cluster directory");
+        let mut cluster = Cluster {
+            data: dir.join("data"),
+            dir,
+            bin: postgres_bin_dir(),
+            port: free_port(),
+            environment: self.environment,
+            running: false,
+        };
+        if is_root() {
+            // The server user must own the cluster directory (initdb and postgres refuse root).
+            let output = Command::new("chown")
+                .arg("-R")
+                .arg(SERVER_USER)
+                .arg(&cluster.dir)
+                .output();
+            let output = output.expect("run chown");
+            assert!(output.status.success(), "chown: {}", describe(&output));
+        }
+        cluster.server_command("initdb", |command| {
+            command.arg("--pgdata").arg(&cluster.data).args([
+                "--auth=trust",
+                "--username=postgres",
+                "--encoding=UTF8",
+                "--no-sync",
+            ]);
+        });
+        let mut config = vec![
+            "listen_addresses = ''".to_owned(),
+            format!("port = {}", cluster.port),
+            format!("unix_socket_directories = '{}'", cluster.dir.display()),
+            "fsync = off".to_owned(),
+            "max_connections = 100".to_owned(),
+        ];
+        if self.preload {
+            config.push("shared_preload_libraries = 'snowflake_id'".to_owned());
+        }
+        config.extend(self.settings);
+        cluster.append_config(&config.join("\n"));
+        cluster.start();
+        cluster
+    }
+}
+
+/// A running throwaway cluster.
+pub struct Cluster {
+    dir: PathBuf,
+    data: PathBuf,
+    bin: PathBuf,
+    port: u16,
+    environment: Vec<(String, String)>,
+    running: bool,
+}
+
+const SERVER_USER: &str = "postgres";
+
+impl Cluster {
+    pub fn builder() -> ClusterBuilder {
+        ClusterBuilder {
+            preload: true,
+            settings: Vec::new(),
+            environment: Vec::new(),
+        }
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data
+    }
+
+    /// Connects to database `postgres` as superuser `postgres`.
+    pub fn connect(&self) -> Client {
+        self.connect_to("postgres")
+    }
+
+    pub fn connect_to(&self, database: &str) -> Client {
+        self.try_connect_to(database)
+            .unwrap_or_else(|error| panic!("connect to {database}: {error}\n{}", self.log_tail()))
+    }
+
+    pub fn try_connect_to(&self, database: &str) -> Result<Client, PgError> {
+        postgres::Config::new()
+            .host_path(&self.dir)
+            .port(self.port)
+            .user("postgres")
+            .dbname(database)
+            .connect(NoTls)
+    }
+
+    /// Appends lines to postgresql.conf (they take effect at the next start or reload).
+    pub fn append_config(&self, lines: &str) {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.data.join("postgresql.conf"))
+            .expect("open postgresql.conf");
+        writeln!(file, "\n{lines}").expect("write postgresql.conf");
+    }
+
+    pub fn start(&mut self) {
+        let log = self.dir.join("server.log");
+        self.server_command("pg_ctl", |command| {
+            command
+                .arg("--pgdata")
+                .arg(&self.data)
+                .arg("--log")
+                .arg(&log);
+            command.args(["--wait", "--timeout=60", "start"]);
+        });
+        self.running = true;
+    }
+
+    /// Stops the server with `mode` (`fast`, `smart` or `immediate`).
+    pub fn stop(&mut self, mode: &str) {
+        self.server_command("pg_ctl", |command| {
+            command.arg("--pgdata").arg(&self.data).args([
+                "--wait",
+                "--timeout=60",
+                "--mode",
+                mode,
+                "stop",
+            ]);
+        });
+        self.running = false;
+    }
+
+    /// The last lines of the server log, for failure messages.
+    pub fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        let start = lines.len().saturating_sub(40);
+        format!("--- server log (tail) ---\n{}", lines[start..].join("\n"))
+    }
+
+    /// Runs a server binary (as the server user) with this cluster's environment.
+    fn server_command(&self, program: &str, configure: impl FnOnce(&mut Command)) {
+        let mut command = if is_root() {
+            let mut command = Command::new("runuser");
+            command.args(["-u", SERVER_USER, "--", "env"]);
+            for (name, value) in &self.environment {
+                command.arg(format!("{name}={value}"));
+            }
+            command.arg(self.bin.join(program));
+            command
+        } else {
+            let mut command = Command::new(self.bin.join(program));
+            command.envs(self.environment.iter().map(|(n, v)| (n, v)));
+            command
+        };
+        configure(&mut command);
+        let output = command
+            .output()
+            .unwrap_or_else(|error| panic!("run {program}: {error}"));
+        if !output.status.success() {
+            panic!(
+                "{program} failed: {}\n{}",
+                describe(&output),
+                self.log_tail()
+            );
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if self.running {
+            let _ = Command::new(if is_root() { "runuser" } else { "sh" })
+                .args(stop_args(&self.bin, &self.data))
+                .output();
+        }
+        if std::env::var_os("SNOWFLAKE_KEEP_CLUSTERS").is_none() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+fn stop_args(bin: &Path, data: &Path) -> Vec<String> {
+    let pg_ctl = bin.join("pg_ctl").display().to_string();
+    let data = data.display().to_string();
+    let stop = ["--pgdata", &data, "--mode", "immediate", "--wait", "stop"];
+    if is_root() {
+        ["-u", SERVER_USER, "--", &pg_ctl]
+            .iter()
+            .chain(stop.iter())
+            .map(|s| s.to_string())
+            .collect()
+    } else {
+        let quoted: Vec<String> = stop.iter().map(|s| format!("'{s}'")).collect();
+        vec!["-c".into(), format!("'{pg_ctl}' {}", quoted.join(" "))]
+    }
+}
+
+fn describe(output: &Output) -> String {
+    format!(
+        "{}\nstdout: {}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { geteuid() == 0 }
+}
+
+extern "C" {
+    fn geteuid() -> u32;
+}
+
+/// The server's bin directory: `$PG_CONFIG --bindir` (default `pg_config` on PATH).
+fn postgres_bin_dir() -> PathBuf {
+    let pg_config = std::env::var("PG_CONFIG").unwrap_or_else(|_| "pg_config".into());
+    let output = Command::new(&pg_config)
+        .arg("--bindir")
+        .output()
+        .expect("run pg_config");
+    assert!(
+        output.status.success(),
+        "pg_config --bindir: {}",
+        describe(&output)
+    );
+    PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
+}
+
+/// A port no one listens on now; it only names the Unix socket, as TCP is off.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// Polls `condition` every 50 ms until it holds or `timeout` passes; returns whether it held.
+pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// SQLSTATE, message and hint of a database error, for assertions.
+pub fn error_parts(error: &PgError) -> (String, String, String) {
+    match error.as_db_error() {
+        Some(db) => (
+            db.code().code().to_owned(),
+            db.message().to_owned(),
+            db.hint().unwrap_or_default().to_owned(),
+        ),
+        None => (String::new(), error.to_string(), String::new()),
+    }
+}

@@ -1,0 +1,207 @@
+//! Whole-cluster tests of the foundation: many sessions, slot release, preload and
+//! configuration errors, each on a real cluster started (and stopped) by the test.
+
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::Duration;
+
+use snowflake_id_cluster_tests::{error_parts, wait_until, Client, Cluster};
+
+const SESSIONS: usize = 8;
+const ROWS_PER_SESSION: i64 = 100_000;
+
+fn slots_in_use(client: &mut Client) -> i64 {
+    client
+        .query_one("SELECT count(*) FROM snowflake_workers", &[])
+        .unwrap()
+        .get(0)
+}
+
+#[test]
+fn eight_sessions_insert_through_the_column_default() {
+    let cluster = Cluster::builder().start();
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute(
+            "CREATE EXTENSION snowflake_id;
+             CREATE TABLE orders (
+                 id bigint PRIMARY KEY DEFAULT snowflake_nextval(),
+                 session int NOT NULL,
+                 n int NOT NULL,
+                 item text
+             );",
+        )
+        .unwrap();
+
+    // All sessions hold their slots at once, insert concurrently, then check their own rows.
+    let all_claimed = Arc::new(Barrier::new(SESSIONS));
+    let all_inserted = Arc::new(Barrier::new(SESSIONS));
+    let sessions: Vec<_> = (0..SESSIONS as i32)
+        .map(|session| {
+            let mut client = cluster.connect();
+            let (all_claimed, all_inserted) = (all_claimed.clone(), all_inserted.clone());
+            thread::spawn(move || {
+                client.query_one("SELECT snowflake_nextval()", &[]).unwrap();
+                let slot: i32 = client
+                    .query_one(
+                        "SELECT slot FROM snowflake_workers WHERE pid = pg_backend_pid()",
+                        &[],
+                    )
+                    .unwrap()
+                    .get(0);
+                all_claimed.wait();
+                let inserted = client
+                    .execute(
+                        "INSERT INTO orders (session, n, item)
+                         SELECT $1, n, 'item ' || n FROM generate_series(1, $2::bigint) n",
+                        &[&session, &ROWS_PER_SESSION],
+                    )
+                    .unwrap();
+                assert_eq!(inserted, ROWS_PER_SESSION as u64);
+                all_inserted.wait();
+                let row = client
+                    .query_one(
+                        "SELECT count(DISTINCT (snowflake_decode(id)).worker),
+                                min((snowflake_decode(id)).worker),
+                                bool_and(id > previous OR previous IS NULL)
+                         FROM (SELECT id, lag(id) OVER (ORDER BY n) AS previous
+                               FROM orders WHERE session = $1) mine",
+                        &[&session],
+                    )
+                    .unwrap();
+                let (workers, worker, increasing): (i64, i32, bool) =
+                    (row.get(0), row.get(1), row.get(2));
+                assert_eq!(workers, 1, "session {session} decodes to {workers} workers");
+                assert_eq!(worker, slot, "session {session} decodes to another worker");
+                assert!(increasing, "session {session}: IDs not strictly increasing");
+                slot
+            })
+        })
+        .collect();
+    let mut slots: Vec<i32> = sessions.into_iter().map(|s| s.join().unwrap()).collect();
+    slots.sort_unstable();
+    slots.dedup();
+    assert_eq!(
+        slots.len(),
+        SESSIONS,
+        "sessions shared worker slots: {slots:?}"
+    );
+
+    let row = admin
+        .query_one(
+            "SELECT count(*), count(DISTINCT id), count(DISTINCT (snowflake_decode(id)).worker)
+             FROM orders",
+            &[],
+        )
+        .unwrap();
+    let (rows, distinct, workers): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+    assert_eq!(rows, SESSIONS as i64 * ROWS_PER_SESSION);
+    assert_eq!(distinct, rows);
+    assert_eq!(workers, SESSIONS as i64);
+
+    // The sessions have disconnected: their slots come free (backend exit is asynchronous).
+    assert!(
+        wait_until(Duration::from_secs(10), || slots_in_use(&mut admin) == 0),
+        "slots still held after disconnect: {}",
+        slots_in_use(&mut admin)
+    );
+    println!(
+        "8 sessions × {ROWS_PER_SESSION} rows: {rows} unique IDs, slots {slots:?}, all released"
+    );
+}
+
+#[test]
+fn without_preload_every_function_names_the_fix() {
+    let cluster = Cluster::builder().without_preload().start();
+    let mut client = cluster.connect();
+    client
+        .batch_execute("CREATE EXTENSION snowflake_id")
+        .unwrap();
+    for call in [
+        "SELECT snowflake_nextval()",
+        "SELECT snowflake_nextval('default')",
+        "SELECT snowflake_decode(1)",
+        "SELECT * FROM snowflake_workers",
+    ] {
+        let error = client.query(call, &[]).expect_err(call);
+        let (code, message, hint) = error_parts(&error);
+        assert_eq!(code, "55000", "{call}: {message}");
+        assert_eq!(
+            message,
+            "snowflake_id must be loaded via shared_preload_libraries"
+        );
+        assert!(
+            hint.contains("shared_preload_libraries = 'snowflake_id'"),
+            "{hint}"
+        );
+        assert!(
+            !message.contains("PgLwLock") && !message.contains("panic"),
+            "{message}"
+        );
+    }
+}
+
+#[test]
+fn node_id_that_does_not_fit_is_refused_and_not_user_settable() {
+    let cluster = Cluster::builder().setting("snowflake.node_id = 5").start();
+    let mut client = cluster.connect();
+    client
+        .batch_execute("CREATE EXTENSION snowflake_id")
+        .unwrap();
+    let error = client.query("SELECT snowflake_nextval()", &[]).unwrap_err();
+    let (code, message, hint) = error_parts(&error);
+    assert_eq!(code, "22023", "{message}");
+    assert_eq!(
+        message,
+        "snowflake.node_id = 5 does not fit the 0 node bits of snowflake sequence \"default\""
+    );
+    assert!(hint.contains("preset 'sharded'"), "{hint}");
+
+    // A session cannot change its node id (it would forge another node's IDs).
+    let error = client
+        .batch_execute("SET snowflake.node_id = 0")
+        .unwrap_err();
+    assert_eq!(error_parts(&error).0, "55P02", "{error}");
+    let error = client
+        .batch_execute("ALTER SYSTEM SET snowflake.node_id = 0; SELECT 1")
+        .err();
+    // ALTER SYSTEM works for a superuser but takes effect only at restart; the running value holds.
+    drop(error);
+    let node: String = client
+        .query_one("SHOW snowflake.node_id", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(node, "5");
+}
+
+#[test]
+fn slot_exhaustion_is_a_class_53_error_until_a_session_exits() {
+    let cluster = Cluster::builder()
+        .setting("snowflake.max_workers = 3")
+        .start();
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute("CREATE EXTENSION snowflake_id")
+        .unwrap();
+    let mut holders: Vec<Client> = (0..3).map(|_| cluster.connect()).collect();
+    for holder in &mut holders {
+        holder.query_one("SELECT snowflake_nextval()", &[]).unwrap();
+    }
+    let mut fourth = cluster.connect();
+    let error = fourth.query("SELECT snowflake_nextval()", &[]).unwrap_err();
+    let (code, message, hint) = error_parts(&error);
+    assert_eq!(code, "53400", "{message}");
+    assert_eq!(
+        message,
+        "all 3 snowflake worker slots are in use (3 held by live sessions)"
+    );
+    assert!(hint.contains("snowflake.max_workers"), "{hint}");
+
+    drop(holders.pop());
+    assert!(
+        wait_until(Duration::from_secs(10), || fourth
+            .query_one("SELECT snowflake_nextval()", &[])
+            .is_ok()),
+        "the fourth session never got the freed slot"
+    );
+}

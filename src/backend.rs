@@ -1,0 +1,307 @@
+//! This backend's worker slot and its per-sequence generators (design.md §2–§4).
+//!
+//! The hot path (`next_id` after the first call) reads two clocks, one shared atomic and this
+//! backend's own slot line; it takes no lock, runs no SPI and allocates nothing.
+
+use std::cell::RefCell;
+
+use once_cell::unsync::OnceCell;
+use pgrx::prelude::*;
+
+use crate::catalog;
+use crate::errors::raise;
+use crate::generator::{Generator, Step};
+use crate::gucs;
+use crate::layout::{Field, Layout, Parts};
+use crate::shared_memory::{self, SharedState};
+use crate::slots::{self, Slot};
+
+/// Longest single sleep while waiting for the clock, so interrupts are served promptly.
+const MAX_SLEEP_US: i64 = 10_000;
+
+struct ClaimedSlot {
+    index: usize,
+    /// The slot's floor when we claimed it: every tick we use starts at or after it.
+    floor_unix_us: i64,
+}
+
+/// What a backend needs to issue IDs of one sequence.
+struct Issuer {
+    generator: Generator,
+    node: u64,
+    worker: u64,
+    /// Latest tick whose end we published as the slot's floor.
+    published_tick: Option<u64>,
+}
+
+struct SequenceEntry {
+    name: String,
+    layout: Layout,
+    issuer: Option<Issuer>,
+}
+
+#[derive(Default)]
+struct Backend {
+    /// Extension schema, looked up once per backend.
+    schema: OnceCell<String>,
+    slot: OnceCell<ClaimedSlot>,
+    sequences: Vec<SequenceEntry>,
+}
+
+thread_local! {
+    // PostgreSQL backends are single-threaded; the thread-local is this backend's state.
+    static BACKEND: RefCell<Backend> = RefCell::new(Backend::default());
+}
+
+/// The extension's schema (quoted), looked up once per backend.
+pub fn extension_schema() -> String {
+    BACKEND.with_borrow(|backend| {
+        backend
+            .schema
+            .get_or_init(catalog::extension_schema)
+            .clone()
+    })
+}
+
+/// The layout of sequence `name`; raises 42704 when it does not exist.
+pub fn layout_of(name: &str) -> Layout {
+    shared_memory::state();
+    BACKEND.with_borrow_mut(|backend| backend.entry(name).layout)
+}
+
+/// Issues the next ID of sequence `name` for this backend.
+pub fn next_id(name: &str) -> i64 {
+    let shared = shared_memory::state();
+    BACKEND.with_borrow_mut(|backend| {
+        let slot = backend.slot.get_or_init(|| claim_slot(shared));
+        let (slot_index, floor_unix_us) = (slot.index, slot.floor_unix_us);
+        let entry = backend.entry(name);
+        if entry.issuer.is_none() {
+            entry.issuer = Some(new_issuer(
+                &entry.name,
+                &entry.layout,
+                slot_index,
+                floor_unix_us,
+            ));
+        }
+        let layout = entry.layout;
+        let issuer = entry.issuer.as_mut().expect("issuer was just set");
+        issue(
+            shared,
+            &shared.slots()[slot_index],
+            &entry.name,
+            &layout,
+            issuer,
+        )
+    })
+}
+
+impl Backend {
+    fn entry(&mut self, name: &str) -> &mut SequenceEntry {
+        if let Some(position) = self.sequences.iter().position(|entry| entry.name == name) {
+            return &mut self.sequences[position];
+        }
+        let schema = self.schema.get_or_init(catalog::extension_schema);
+        let Some(layout) = catalog::load_layout(schema, name) else {
+            raise(
+                PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
+                format!("snowflake sequence \"{name}\" does not exist"),
+                Some(format!(
+                    "SELECT name FROM {schema}.snowflake_sequence_catalog lists the sequences."
+                )),
+            )
+        };
+        self.sequences.push(SequenceEntry {
+            name: name.to_owned(),
+            layout,
+            issuer: None,
+        });
+        self.sequences.last_mut().expect("entry was just pushed")
+    }
+}
+
+fn claim_slot(shared: &'static SharedState) -> ClaimedSlot {
+    // SAFETY: plain reads of backend-local globals PostgreSQL set up before any query runs.
+    let (in_recovery, pid, database) = unsafe {
+        (
+            pg_sys::RecoveryInProgress(),
+            pg_sys::MyProcPid,
+            pg_sys::MyDatabaseId,
+        )
+    };
+    if in_recovery {
+        raise(
+            PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
+            "cannot execute snowflake_nextval() during recovery".into(),
+            Some("Generate IDs on the primary server.".into()),
+        );
+    }
+    let now = shared.read_clock().now_unix_us;
+    match slots::claim(
+        shared.slots(),
+        pid,
+        database.to_u32(),
+        now,
+        process_is_alive,
+    ) {
+        Ok(claim) => {
+            // SAFETY: registering a callback with a plain integer argument; PostgreSQL calls it
+            // once at backend exit while shared memory is still attached.
+            unsafe {
+                pg_sys::before_shmem_exit(Some(release_slot), pg_sys::Datum::from(claim.index))
+            };
+            ClaimedSlot {
+                index: claim.index,
+                floor_unix_us: claim.floor_unix_us,
+            }
+        }
+        Err(exhausted) => raise(
+            PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+            format!(
+                "all {} snowflake worker slots are in use ({} held by live sessions)",
+                exhausted.capacity, exhausted.in_use
+            ),
+            Some(
+                "Raise snowflake.max_workers in postgresql.conf (restart required), or generate \
+                 IDs from fewer concurrent sessions (a session holds its slot until it exits)."
+                    .into(),
+            ),
+        ),
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn release_slot(_code: std::ffi::c_int, index: pg_sys::Datum) {
+    if let Some(shared) = shared_memory::try_state() {
+        // SAFETY: MyProcPid is this process's pid, set at backend start.
+        let pid = unsafe { pg_sys::MyProcPid };
+        slots::release(shared.slots(), index.value(), pid);
+    }
+}
+
+fn process_is_alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists; it delivers nothing.
+    let result = unsafe { libc::kill(pid, 0) };
+    result == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+fn new_issuer(name: &str, layout: &Layout, slot_index: usize, floor_unix_us: i64) -> Issuer {
+    let node_id = gucs::NODE_ID.get();
+    let node = match (node_id, layout.node_bits) {
+        (gucs::NODE_ID_UNSET, 0) => 0,
+        (gucs::NODE_ID_UNSET, _) => raise(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("snowflake sequence \"{name}\" needs snowflake.node_id, which is not set"),
+            Some(format!(
+                "Set snowflake.node_id in postgresql.conf to this cluster's unique node number \
+                 (0 to {}) and restart PostgreSQL.",
+                layout.max_value(Field::Node)
+            )),
+        ),
+        (id, _) if layout.fits(Field::Node, id as u64) => id as u64,
+        (id, bits) => raise(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!(
+                "snowflake.node_id = {id} does not fit the {bits} node bits of snowflake \
+                 sequence \"{name}\""
+            ),
+            Some(if bits == 0 {
+                "This sequence has no node bits: use a sequence with node bits (preset \
+                 'sharded') for multi-node setups, or unset snowflake.node_id."
+                    .into()
+            } else {
+                format!(
+                    "Node ids of this sequence range from 0 to {}.",
+                    layout.max_value(Field::Node)
+                )
+            }),
+        ),
+    };
+    let worker = slot_index as u64;
+    if !layout.fits(Field::Worker, worker) {
+        raise(
+            PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+            format!(
+                "worker slot {worker} does not fit the {} worker bits of snowflake sequence \
+                 \"{name}\" ({} slots in use)",
+                layout.worker_bits,
+                slots::in_use(shared_memory::state().slots())
+            ),
+            Some(format!(
+                "Use at most {} concurrent generating sessions, or a layout with more worker bits.",
+                layout.max_value(Field::Worker) + 1
+            )),
+        );
+    }
+    let start_after = layout.first_tick_at_or_after(floor_unix_us).checked_sub(1);
+    Issuer {
+        generator: Generator::new(layout.sequence_bits, start_after),
+        node,
+        worker,
+        published_tick: None,
+    }
+}
+
+fn issue(
+    shared: &SharedState,
+    slot: &Slot,
+    name: &str,
+    layout: &Layout,
+    issuer: &mut Issuer,
+) -> i64 {
+    let lead_ticks = (i64::from(gucs::MAX_LEAD_MS.get()) * 1_000 / layout.time_unit_us) as u64;
+    let max_tick = layout.max_value(Field::Time);
+    loop {
+        let now = shared.read_clock().now_unix_us;
+        let now_tick = layout.tick_at(now).unwrap_or(0);
+        match issuer.generator.next(now_tick, lead_ticks, max_tick) {
+            Step::Issue { tick, sequence } => {
+                if issuer.published_tick < Some(tick) {
+                    // Publish before the ID leaves: the slot's next holder must start after it.
+                    slot.raise_floor(layout.tick_start_unix_us(tick + 1));
+                    issuer.published_tick = Some(tick);
+                }
+                slot.count_issued(1);
+                let parts = Parts {
+                    tick,
+                    node: issuer.node,
+                    worker: issuer.worker,
+                    sequence,
+                    gene: 0,
+                };
+                return layout.compose(parts);
+            }
+            Step::WaitUntil { tick } => {
+                let wait_us = (layout.tick_start_unix_us(tick) - now).clamp(1, MAX_SLEEP_US);
+                // SAFETY: pg_usleep only sleeps; interrupts are checked right after.
+                unsafe { pg_sys::pg_usleep(wait_us) };
+                pg_sys::check_for_interrupts!();
+            }
+            Step::TimeExhausted => raise(
+                PgSqlErrorCode::ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
+                format!(
+                    "snowflake sequence \"{name}\" has run out of time: its {}-bit time field \
+                     ended at {}",
+                    layout.time_bits,
+                    format_unix_us(layout.exhausted_at_unix_us())
+                ),
+                Some("Create a new sequence with a later epoch or more time bits.".into()),
+            ),
+        }
+    }
+}
+
+/// Microseconds between 1970-01-01 and PostgreSQL's timestamp epoch, 2000-01-01.
+pub const POSTGRES_EPOCH_UNIX_US: i64 = 946_684_800_000_000;
+
+/// Unix microseconds as timestamp text in the session's style, for messages.
+pub fn format_unix_us(unix_us: i64) -> String {
+    // SAFETY: timestamptz_to_str takes any value (it prints infinities and out-of-range values
+    // as such) and returns a pointer to a static buffer, copied at once.
+    unsafe {
+        let text = pg_sys::timestamptz_to_str(unix_us.saturating_sub(POSTGRES_EPOCH_UNIX_US));
+        std::ffi::CStr::from_ptr(text)
+            .to_string_lossy()
+            .into_owned()
+    }
+}

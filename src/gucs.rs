@@ -1,0 +1,50 @@
+//! Configuration parameters (`snowflake.*`).
+
+use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
+
+/// `snowflake.node_id` when the operator has not set it.
+pub const NODE_ID_UNSET: i32 = -1;
+/// Upper bound of `snowflake.max_workers`: more slots than any worker field can address usefully.
+pub const MAX_WORKERS_LIMIT: i32 = 65_536;
+
+pub static NODE_ID: GucSetting<i32> = GucSetting::<i32>::new(NODE_ID_UNSET);
+pub static MAX_WORKERS: GucSetting<i32> = GucSetting::<i32>::new(1024);
+pub static MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(100);
+
+/// Registers the parameters; only called while `shared_preload_libraries` is being processed,
+/// because postmaster-level parameters cannot be defined later.
+pub fn register() {
+    GucRegistry::define_int_guc(
+        c"snowflake.node_id",
+        c"Node number of this PostgreSQL cluster in snowflake IDs (-1 = unset).",
+        c"Must be unique among all clusters whose IDs meet. Only settable in postgresql.conf or on \
+          the server command line, so no session can forge another node's IDs.",
+        &NODE_ID,
+        NODE_ID_UNSET,
+        i32::MAX,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake.max_workers",
+        c"Number of worker slots: backends that can generate snowflake IDs at the same time.",
+        c"Each backend holds one slot from its first snowflake_nextval() until it exits.",
+        &MAX_WORKERS,
+        1,
+        MAX_WORKERS_LIMIT,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake.max_lead",
+        c"How far IDs may run ahead of the clock when a backend exhausts a tick.",
+        c"Past this lead a backend sleeps until the clock catches up.",
+        &MAX_LEAD_MS,
+        0,
+        3_600_000,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+    // SAFETY: called from _PG_init in the postmaster; the prefix is a static C string.
+    unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"snowflake".as_ptr()) };
+}

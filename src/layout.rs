@@ -1,0 +1,677 @@
+//! Bit layout of a Snowflake-style ID: `0 | time | node | worker | sequence | gene`,
+//! most significant first. Pure arithmetic; every function is total (no panics, no
+//! overflow) even on layouts that fail `validate`, because layouts come from user input.
+
+use std::fmt;
+
+/// Bit 63 is the sign bit of a bigint; IDs must stay non-negative.
+pub const MAX_TOTAL_BITS: u32 = 63;
+
+/// Ticks are whole decimal fractions of a second so that tick boundaries line up with
+/// human-readable timestamps.
+pub const ALLOWED_TIME_UNITS_US: [i64; 4] = [1_000, 10_000, 100_000, 1_000_000];
+
+/// Unix µs of 1970-01-01; epochs before it are rejected.
+const UNIX_EPOCH_US: i64 = 0;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Field {
+    Time,
+    Node,
+    Worker,
+    Sequence,
+    Gene,
+}
+
+impl Field {
+    /// All fields, most significant first.
+    pub const ALL: [Field; 5] = [
+        Field::Time,
+        Field::Node,
+        Field::Worker,
+        Field::Sequence,
+        Field::Gene,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Field::Time => "time",
+            Field::Node => "node",
+            Field::Worker => "worker",
+            Field::Sequence => "sequence",
+            Field::Gene => "gene",
+        }
+    }
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub time_bits: u8,
+    pub node_bits: u8,
+    pub worker_bits: u8,
+    pub sequence_bits: u8,
+    pub gene_bits: u8,
+    pub time_unit_us: i64,
+    pub epoch_unix_us: i64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Parts {
+    pub tick: u64,
+    pub node: u64,
+    pub worker: u64,
+    pub sequence: u64,
+    pub gene: u64,
+}
+
+impl Parts {
+    /// The value of one field.
+    pub fn get(&self, field: Field) -> u64 {
+        match field {
+            Field::Time => self.tick,
+            Field::Node => self.node,
+            Field::Worker => self.worker,
+            Field::Sequence => self.sequence,
+            Field::Gene => self.gene,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LayoutError {
+    /// Sum of widths > 63.
+    TooManyBits { total: u32 },
+    /// time_bits == 0 or sequence_bits == 0.
+    ZeroBits { field: Field },
+    /// Not in ALLOWED_TIME_UNITS_US.
+    BadTimeUnit { unit_us: i64 },
+    /// Epoch before 1970-01-01, or epoch + (2^time_bits)*unit overflows i64.
+    EpochOutOfRange { epoch_unix_us: i64 },
+}
+
+impl fmt::Display for LayoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LayoutError::TooManyBits { total } => write!(
+                f,
+                "the widths add up to {total} bits; at most {MAX_TOTAL_BITS} fit in a positive bigint"
+            ),
+            LayoutError::ZeroBits { field } => {
+                write!(f, "the {field} field needs at least 1 bit")
+            }
+            LayoutError::BadTimeUnit { unit_us } => write!(
+                f,
+                "the time unit of {unit_us} microseconds is not allowed; use 1000 (1 ms), 10000 (10 ms), 100000 (100 ms) or 1000000 (1 s)"
+            ),
+            LayoutError::EpochOutOfRange { epoch_unix_us } => write!(
+                f,
+                "the epoch ({epoch_unix_us} microseconds since 1970-01-01) is out of range: it must not be before 1970-01-01, and the time field's last tick must end within a bigint of microseconds"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LayoutError {}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    Negative {
+        id: i64,
+    },
+    /// Bits set above the layout's total width.
+    BeyondLayout {
+        id: i64,
+        total_bits: u32,
+    },
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecodeError::Negative { id } => {
+                write!(f, "the id {id} is negative; snowflake ids never are")
+            }
+            DecodeError::BeyondLayout { id, total_bits } => write!(
+                f,
+                "the id {id} has bits set above the layout's {total_bits} bits, so this layout did not make it"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+/// `value << shift`, or None if any set bit would be shifted out (so a caller never
+/// silently produces a truncated value).
+fn shl_exact(value: u64, shift: u32) -> Option<u64> {
+    if value == 0 {
+        return Some(0);
+    }
+    if shift >= 64 || value.leading_zeros() < shift {
+        return None;
+    }
+    Some(value << shift)
+}
+
+/// 2^bits - 1, saturating at u64::MAX for widths of 64 or more.
+fn mask(bits: u32) -> u64 {
+    1u64.checked_shl(bits).map_or(u64::MAX, |v| v - 1)
+}
+
+/// Clamp an i128 into i64 (saturating arithmetic done in a wider type).
+fn clamp_i64(v: i128) -> i64 {
+    v.clamp(i64::MIN as i128, i64::MAX as i128) as i64
+}
+
+impl Layout {
+    pub const DEFAULT: Layout = Layout {
+        time_bits: 41,
+        node_bits: 0,
+        worker_bits: 10,
+        sequence_bits: 12,
+        gene_bits: 0,
+        time_unit_us: 1_000,
+        epoch_unix_us: 1_735_689_600_000_000,
+    };
+
+    pub fn validate(&self) -> Result<(), LayoutError> {
+        let total = self.total_bits();
+        if total > MAX_TOTAL_BITS {
+            return Err(LayoutError::TooManyBits { total });
+        }
+        if self.time_bits == 0 {
+            return Err(LayoutError::ZeroBits { field: Field::Time });
+        }
+        if self.sequence_bits == 0 {
+            return Err(LayoutError::ZeroBits {
+                field: Field::Sequence,
+            });
+        }
+        if !ALLOWED_TIME_UNITS_US.contains(&self.time_unit_us) {
+            return Err(LayoutError::BadTimeUnit {
+                unit_us: self.time_unit_us,
+            });
+        }
+        // time_bits <= 62 here, so the product fits easily in i128.
+        let end =
+            self.epoch_unix_us as i128 + (1i128 << self.time_bits) * self.time_unit_us as i128;
+        if self.epoch_unix_us < UNIX_EPOCH_US || end > i64::MAX as i128 {
+            return Err(LayoutError::EpochOutOfRange {
+                epoch_unix_us: self.epoch_unix_us,
+            });
+        }
+        Ok(())
+    }
+
+    pub fn total_bits(&self) -> u32 {
+        Field::ALL.iter().map(|&f| u32::from(self.bits(f))).sum()
+    }
+
+    pub fn bits(&self, field: Field) -> u8 {
+        match field {
+            Field::Time => self.time_bits,
+            Field::Node => self.node_bits,
+            Field::Worker => self.worker_bits,
+            Field::Sequence => self.sequence_bits,
+            Field::Gene => self.gene_bits,
+        }
+    }
+
+    /// Position of the field's lowest bit: the widths of all less significant fields.
+    pub fn shift(&self, field: Field) -> u32 {
+        Field::ALL
+            .iter()
+            .rev()
+            .take_while(|&&f| f != field)
+            .map(|&f| u32::from(self.bits(f)))
+            .sum()
+    }
+
+    /// 2^bits - 1 (0 for 0 bits).
+    pub fn max_value(&self, field: Field) -> u64 {
+        mask(u32::from(self.bits(field)))
+    }
+
+    /// value <= max_value.
+    pub fn fits(&self, field: Field, value: u64) -> bool {
+        value <= self.max_value(field)
+    }
+
+    /// Largest tick the time field holds.
+    pub fn max_tick(&self) -> u64 {
+        self.max_value(Field::Time)
+    }
+
+    /// Compose an ID. Precondition: every part fits (debug_assert); callers check with
+    /// `fits` first. Release builds just shift-or (callers check), never panicking.
+    pub fn compose(&self, parts: Parts) -> i64 {
+        debug_assert!(
+            Field::ALL.iter().all(|&f| self.fits(f, parts.get(f))),
+            "compose called with a part that does not fit: {parts:?} in {self:?}"
+        );
+        let id = Field::ALL.iter().fold(0u64, |acc, &f| {
+            acc | parts.get(f).checked_shl(self.shift(f)).unwrap_or(0)
+        });
+        id as i64
+    }
+
+    /// Like `compose`, but None instead of a wrong ID when a part does not fit or the
+    /// layout is too wide for a non-negative bigint.
+    pub fn try_compose(&self, parts: Parts) -> Option<i64> {
+        if self.total_bits() > MAX_TOTAL_BITS {
+            return None;
+        }
+        let mut id = 0u64;
+        for f in Field::ALL {
+            let v = parts.get(f);
+            if !self.fits(f, v) {
+                return None;
+            }
+            id |= shl_exact(v, self.shift(f))?;
+        }
+        i64::try_from(id).ok()
+    }
+
+    pub fn decompose(&self, id: i64) -> Result<Parts, DecodeError> {
+        if id < 0 {
+            return Err(DecodeError::Negative { id });
+        }
+        let total_bits = self.total_bits();
+        let raw = id as u64;
+        if raw.checked_shr(total_bits).unwrap_or(0) != 0 {
+            return Err(DecodeError::BeyondLayout { id, total_bits });
+        }
+        let get = |f: Field| raw.checked_shr(self.shift(f)).unwrap_or(0) & self.max_value(f);
+        Ok(Parts {
+            tick: get(Field::Time),
+            node: get(Field::Node),
+            worker: get(Field::Worker),
+            sequence: get(Field::Sequence),
+            gene: get(Field::Gene),
+        })
+    }
+
+    /// The unit as used in arithmetic: at least 1 µs, so invalid layouts cannot divide by 0.
+    fn unit(&self) -> i128 {
+        i128::from(self.time_unit_us.max(1))
+    }
+
+    /// Tick containing the instant `unix_us`; None if before the epoch. May exceed max
+    /// tick (caller checks).
+    pub fn tick_at(&self, unix_us: i64) -> Option<u64> {
+        let since = i128::from(unix_us) - i128::from(self.epoch_unix_us);
+        if since < 0 {
+            return None;
+        }
+        // since < 2^64 and unit >= 1, so the quotient fits in u64.
+        Some((since / self.unit()) as u64)
+    }
+
+    /// epoch + tick*unit, saturating.
+    pub fn tick_start_unix_us(&self, tick: u64) -> i64 {
+        // |epoch| < 2^63, tick*unit < 2^64 * 2^63: fits in i128.
+        clamp_i64(i128::from(self.epoch_unix_us) + i128::from(tick) * self.unit())
+    }
+
+    /// The first tick whose start is >= unix_us (so a slot's new holder starts after a
+    /// floor); 0 if before the epoch.
+    pub fn first_tick_at_or_after(&self, unix_us: i64) -> u64 {
+        let since = i128::from(unix_us) - i128::from(self.epoch_unix_us);
+        if since <= 0 {
+            return 0;
+        }
+        let unit = self.unit();
+        // Ceiling division; since < 2^64 so the result fits in u64.
+        ((since + unit - 1) / unit) as u64
+    }
+
+    /// Unix µs at which the time field runs out (epoch + 2^time_bits * unit), saturating.
+    pub fn exhausted_at_unix_us(&self) -> i64 {
+        if self.time_bits >= 64 {
+            // epoch + 2^64 * unit exceeds i64::MAX for any epoch >= i64::MIN.
+            return i64::MAX;
+        }
+        clamp_i64(i128::from(self.epoch_unix_us) + (1i128 << self.time_bits) * self.unit())
+    }
+
+    /// Smallest ID whose tick is `tick` (other fields 0); None if tick > max tick.
+    pub fn min_id_of_tick(&self, tick: u64) -> Option<i64> {
+        if !self.fits(Field::Time, tick) {
+            return None;
+        }
+        let id = shl_exact(tick, self.shift(Field::Time))?;
+        i64::try_from(id).ok()
+    }
+
+    /// Largest ID whose tick is `tick` (other fields all ones); None if tick > max tick.
+    pub fn max_id_of_tick(&self, tick: u64) -> Option<i64> {
+        let min = self.min_id_of_tick(tick)?;
+        let low = mask(self.shift(Field::Time));
+        i64::try_from(min as u64 | low).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn default_validates_and_composes() {
+        let l = Layout::DEFAULT;
+        assert_eq!(l.validate(), Ok(()));
+        assert_eq!(l.total_bits(), 63);
+        assert_eq!(l.shift(Field::Time), 22);
+        assert_eq!(l.shift(Field::Worker), 12);
+        assert_eq!(l.shift(Field::Sequence), 0);
+        let (t, w, s) = (123_456_789u64, 1023u64, 4095u64);
+        let id = l.compose(Parts {
+            tick: t,
+            worker: w,
+            sequence: s,
+            ..Parts::default()
+        });
+        assert_eq!(id, ((t << 22) | (w << 12) | s) as i64);
+        assert_eq!(id >> 22, t as i64);
+        assert_eq!(l.decompose(id).unwrap().worker, w);
+        assert_eq!(l.max_tick(), (1 << 41) - 1);
+        assert_eq!(l.tick_at(1_735_689_600_000_999), Some(0));
+        assert_eq!(l.tick_at(1_735_689_600_001_000), Some(1));
+        assert_eq!(l.tick_at(1_735_689_599_999_999), None);
+        assert_eq!(l.first_tick_at_or_after(1_735_689_600_000_001), 1);
+        assert_eq!(l.first_tick_at_or_after(0), 0);
+        assert_eq!(
+            l.exhausted_at_unix_us(),
+            1_735_689_600_000_000 + (1i64 << 41) * 1000
+        );
+        assert_eq!(l.min_id_of_tick(1 << 41), None);
+        assert_eq!(l.max_id_of_tick((1 << 41) - 1), Some(i64::MAX));
+        assert_eq!(
+            l.try_compose(Parts {
+                worker: 1024,
+                ..Parts::default()
+            }),
+            None
+        );
+    }
+
+    #[test]
+    fn field_names() {
+        let names: Vec<_> = Field::ALL.iter().map(|f| f.name()).collect();
+        assert_eq!(names, ["time", "node", "worker", "sequence", "gene"]);
+    }
+
+    #[test]
+    fn every_layout_error() {
+        let d = Layout::DEFAULT;
+        let e = Layout { gene_bits: 1, ..d }.validate().unwrap_err();
+        assert_eq!(e, LayoutError::TooManyBits { total: 64 });
+        assert_eq!(
+            e.to_string(),
+            "the widths add up to 64 bits; at most 63 fit in a positive bigint"
+        );
+        // Widths far above 63 must not overflow the sum.
+        let wide = Layout {
+            time_bits: 255,
+            node_bits: 255,
+            worker_bits: 255,
+            sequence_bits: 255,
+            gene_bits: 255,
+            ..d
+        };
+        assert_eq!(
+            wide.validate(),
+            Err(LayoutError::TooManyBits { total: 1275 })
+        );
+        let e = Layout { time_bits: 0, ..d }.validate().unwrap_err();
+        assert_eq!(e, LayoutError::ZeroBits { field: Field::Time });
+        assert!(e.to_string().contains("time"));
+        let e = Layout {
+            sequence_bits: 0,
+            ..d
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(
+            e,
+            LayoutError::ZeroBits {
+                field: Field::Sequence
+            }
+        );
+        assert!(e.to_string().contains("sequence"));
+        let e = Layout {
+            time_unit_us: 500,
+            ..d
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(e, LayoutError::BadTimeUnit { unit_us: 500 });
+        assert!(e.to_string().contains("500"));
+        let e = Layout {
+            epoch_unix_us: -1,
+            ..d
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(e, LayoutError::EpochOutOfRange { epoch_unix_us: -1 });
+        assert!(e.to_string().contains("epoch"));
+        // 2^53 ms fits from 1970, 2^54 ms does not.
+        let big = Layout {
+            time_bits: 53,
+            worker_bits: 0,
+            sequence_bits: 1,
+            epoch_unix_us: 0,
+            ..d
+        };
+        assert_eq!(big.validate(), Ok(()));
+        assert_eq!(
+            Layout {
+                time_bits: 54,
+                ..big
+            }
+            .validate(),
+            Err(LayoutError::EpochOutOfRange { epoch_unix_us: 0 })
+        );
+        assert_eq!(
+            Layout {
+                epoch_unix_us: i64::MAX,
+                ..d
+            }
+            .validate(),
+            Err(LayoutError::EpochOutOfRange {
+                epoch_unix_us: i64::MAX
+            })
+        );
+    }
+
+    #[test]
+    fn decode_errors() {
+        let d = Layout::DEFAULT;
+        let e = d.decompose(-5).unwrap_err();
+        assert_eq!(e, DecodeError::Negative { id: -5 });
+        assert!(e.to_string().contains("-5"));
+        let small = Layout { time_bits: 30, ..d };
+        assert_eq!(small.total_bits(), 52);
+        assert!(small.decompose((1 << 52) - 1).is_ok());
+        let e = small.decompose(1 << 52).unwrap_err();
+        assert_eq!(
+            e,
+            DecodeError::BeyondLayout {
+                id: 1 << 52,
+                total_bits: 52
+            }
+        );
+        assert!(e.to_string().contains("52"));
+        assert!(d.decompose(i64::MAX).is_ok());
+    }
+
+    #[test]
+    fn invalid_layouts_never_panic() {
+        let weird = Layout {
+            time_bits: 200,
+            node_bits: 70,
+            worker_bits: 64,
+            sequence_bits: 0,
+            gene_bits: 255,
+            time_unit_us: 0,
+            epoch_unix_us: i64::MIN,
+        };
+        for f in Field::ALL {
+            let _ = weird.max_value(f);
+            let _ = weird.shift(f);
+        }
+        let p = Parts {
+            tick: u64::MAX,
+            node: u64::MAX,
+            worker: u64::MAX,
+            sequence: u64::MAX,
+            gene: u64::MAX,
+        };
+        assert_eq!(weird.try_compose(p), None);
+        let _ = weird.decompose(i64::MAX);
+        let _ = weird.tick_at(i64::MAX);
+        let _ = weird.tick_at(i64::MIN);
+        assert_eq!(weird.tick_start_unix_us(u64::MAX), i64::MAX);
+        let _ = weird.first_tick_at_or_after(i64::MAX);
+        assert_eq!(weird.exhausted_at_unix_us(), i64::MAX);
+        let _ = weird.min_id_of_tick(u64::MAX);
+        let _ = weird.max_id_of_tick(1);
+        let neg_unit = Layout {
+            time_unit_us: -7,
+            ..Layout::DEFAULT
+        };
+        let _ = neg_unit.tick_at(i64::MAX);
+        let _ = neg_unit.first_tick_at_or_after(i64::MAX);
+    }
+
+    const YEAR_2100_US: i64 = 4_102_444_800_000_000;
+
+    /// Valid layouts: unit and epoch first, then the widest time field that still fits,
+    /// then the other widths from what is left of the 63 bits.
+    fn valid_layout() -> impl Strategy<Value = Layout> {
+        (
+            prop::sample::select(ALLOWED_TIME_UNITS_US.to_vec()),
+            0i64..YEAR_2100_US,
+        )
+            .prop_flat_map(|(unit, epoch)| {
+                let max_t = (1u8..=62)
+                    .rev()
+                    .find(|&t| epoch as i128 + (1i128 << t) * unit as i128 <= i64::MAX as i128)
+                    .unwrap_or(1);
+                (Just(unit), Just(epoch), 1u8..=max_t)
+            })
+            .prop_flat_map(|(unit, epoch, t)| (Just(unit), Just(epoch), Just(t), 1u8..=(63 - t)))
+            .prop_flat_map(|(unit, epoch, t, s)| {
+                (
+                    Just(unit),
+                    Just(epoch),
+                    Just(t),
+                    Just(s),
+                    0u8..=(63 - t - s),
+                )
+            })
+            .prop_flat_map(|(unit, epoch, t, s, w)| {
+                (
+                    Just(unit),
+                    Just(epoch),
+                    Just(t),
+                    Just(s),
+                    Just(w),
+                    0u8..=(63 - t - s - w),
+                )
+            })
+            .prop_flat_map(|(unit, epoch, t, s, w, n)| {
+                (
+                    Just(unit),
+                    Just(epoch),
+                    Just(t),
+                    Just(s),
+                    Just(w),
+                    Just(n),
+                    0u8..=(63 - t - s - w - n),
+                )
+            })
+            .prop_map(|(unit, epoch, t, s, w, n, g)| Layout {
+                time_bits: t,
+                node_bits: n,
+                worker_bits: w,
+                sequence_bits: s,
+                gene_bits: g,
+                time_unit_us: unit,
+                epoch_unix_us: epoch,
+            })
+    }
+
+    fn parts_in(l: Layout) -> impl Strategy<Value = Parts> {
+        (
+            0..=l.max_value(Field::Time),
+            0..=l.max_value(Field::Node),
+            0..=l.max_value(Field::Worker),
+            0..=l.max_value(Field::Sequence),
+            0..=l.max_value(Field::Gene),
+        )
+            .prop_map(|(tick, node, worker, sequence, gene)| Parts {
+                tick,
+                node,
+                worker,
+                sequence,
+                gene,
+            })
+    }
+
+    fn layout_and_parts() -> impl Strategy<Value = (Layout, Parts, u64)> {
+        valid_layout().prop_flat_map(|l| (Just(l), parts_in(l), 0..=l.max_tick()))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn roundtrip_and_order((l, p, other_tick) in layout_and_parts()) {
+            prop_assert_eq!(l.validate(), Ok(()));
+            let id = l.compose(p);
+            prop_assert!(id >= 0);
+            prop_assert_eq!(l.decompose(id), Ok(p));
+            prop_assert_eq!(l.try_compose(p), Some(id));
+
+            let q = Parts { tick: other_tick, ..p };
+            let id_q = l.compose(q);
+            prop_assert_eq!(p.tick.cmp(&other_tick), id.cmp(&id_q));
+
+            let lo = l.min_id_of_tick(p.tick).unwrap();
+            let hi = l.max_id_of_tick(p.tick).unwrap();
+            prop_assert!(lo <= id && id <= hi);
+            prop_assert_eq!(l.decompose(lo).unwrap().tick, p.tick);
+            prop_assert_eq!(l.decompose(hi).unwrap().tick, p.tick);
+            prop_assert_eq!(l.min_id_of_tick(l.max_tick().wrapping_add(1)), None);
+
+            let start = l.tick_start_unix_us(p.tick);
+            prop_assert_eq!(l.tick_at(start), Some(p.tick));
+            prop_assert_eq!(l.tick_at(start + l.time_unit_us - 1), Some(p.tick));
+            prop_assert_eq!(l.first_tick_at_or_after(start), p.tick);
+            prop_assert_eq!(l.first_tick_at_or_after(start + 1), p.tick + 1);
+            prop_assert!(start < l.exhausted_at_unix_us());
+            prop_assert_eq!(
+                l.tick_at(l.exhausted_at_unix_us()),
+                Some(l.max_tick() + 1)
+            );
+        }
+
+        #[test]
+        fn decompose_never_panics(l in valid_layout(), id in any::<i64>()) {
+            match l.decompose(id) {
+                Ok(p) => prop_assert_eq!(l.compose(p), id),
+                Err(DecodeError::Negative { .. }) => prop_assert!(id < 0),
+                Err(DecodeError::BeyondLayout { total_bits, .. }) => {
+                    prop_assert!((id as u64) >> total_bits != 0)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! snowflake_id: Snowflake-style 64-bit IDs generated inside PostgreSQL.
+//!
+//! Pure logic (no pgrx): `layout`, `generator`, `slots`, `cluster_clock`.
+//! PostgreSQL glue: `gucs`, `shared_memory`, `catalog`, `backend`, `sql_api`, `errors`.
+
+use pgrx::prelude::*;
+
+mod backend;
+mod catalog;
+mod cluster_clock;
+mod errors;
+mod generator;
+mod gucs;
+mod layout;
+mod shared_memory;
+mod slots;
+mod sql_api;
+
+#[cfg(any(test, feature = "pg_test"))]
+mod sql_tests;
+
+::pgrx::pg_module_magic!(name, version);
+
+pgrx::extension_sql_file!("../sql/bootstrap.sql", name = "bootstrap", bootstrap);
+pgrx::extension_sql_file!("../sql/finalize.sql", name = "finalize", finalize);
+
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    // SAFETY: a plain read of a postmaster global while this library is being loaded.
+    if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        // Loaded by CREATE EXTENSION or a call without preloading: set nothing up, so every
+        // function reports the missing shared_preload_libraries entry (errors::not_preloaded).
+        return;
+    }
+    gucs::register();
+    shared_memory::install_hooks();
+}
+
+/// Required by `cargo pgrx test`.
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    #[must_use]
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec!["shared_preload_libraries = 'snowflake_id'"]
+    }
+}
