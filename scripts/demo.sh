@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Command 1 of the README: install everything, build and install snowflake_id, start a
+# throwaway cluster that preloads it, run a short demo, and leave the cluster running.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/install-deps.sh
+
+DEMO_DIR=/var/tmp/snowflake-demo
+PORT=54329
+BIN=$("$PG_CONFIG" --bindir)
+as_postgres() { runuser -u postgres -- "$@"; }
+
+step "cargo pgrx install --release"
+cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+
+step "throwaway cluster in $DEMO_DIR"
+if [ -f "$DEMO_DIR/data/postmaster.pid" ]; then
+    as_postgres "$BIN/pg_ctl" --pgdata "$DEMO_DIR/data" --mode fast --wait stop >/dev/null || true
+fi
+rm -rf "$DEMO_DIR"
+install -d -o postgres -g postgres "$DEMO_DIR"
+as_postgres "$BIN/initdb" --pgdata "$DEMO_DIR/data" --auth=trust --username=postgres >/dev/null
+cat >> "$DEMO_DIR/data/postgresql.conf" <<CONF
+listen_addresses = ''
+port = $PORT
+unix_socket_directories = '$DEMO_DIR'
+shared_preload_libraries = 'snowflake_id'
+CONF
+as_postgres "$BIN/pg_ctl" --pgdata "$DEMO_DIR/data" --log "$DEMO_DIR/server.log" --wait start >/dev/null
+
+PSQL=(psql --no-psqlrc --host "$DEMO_DIR" --port "$PORT" --username postgres --dbname postgres)
+step "demo"
+"${PSQL[@]}" --echo-queries <<'SQL'
+CREATE EXTENSION snowflake_id;
+CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), item text);
+INSERT INTO orders(item) VALUES ('book'), ('pen'), ('lamp') RETURNING id, (snowflake_decode(id)).*;
+SELECT id, id >> 22 AS ms_since_epoch, snowflake_decode(id) FROM orders ORDER BY id;
+SELECT * FROM snowflake_workers;
+SQL
+
+cat <<MSG
+
+The demo cluster is running (PostgreSQL $("$PG_CONFIG" --version | awk '{print $2}'), snowflake_id preloaded).
+  connect: psql --host $DEMO_DIR --port $PORT --username postgres postgres
+  stop:    runuser -u postgres -- $BIN/pg_ctl --pgdata $DEMO_DIR/data stop
+  log:     $DEMO_DIR/server.log
+Running this command again replaces the cluster with a fresh one.
+MSG

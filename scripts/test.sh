@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Command 2 of the README: run every test (lint, pure unit and property tests, #[pg_test]s on
+# a preloaded server, whole-cluster tests). Exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/install-deps.sh
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy"
+cargo clippy --all-targets -- -D warnings
+
+step "unit, property and #[pg_test] tests (cargo pgrx test)"
+PGTEST_DIR=/var/tmp/snowflake-pgtest
+install -d -o postgres -g postgres "$PGTEST_DIR"
+cargo pgrx test pg15 --runas postgres --pgdata "$PGTEST_DIR/data" 2>&1 | tee /tmp/snowflake-pg-test.log
+pg_test_summary=$(grep -E '^test result:' /tmp/snowflake-pg-test.log | tail -n 1)
+
+step "whole-cluster tests (pgrx-tests/)"
+cargo pgrx install --pg-config "$PG_CONFIG" >/dev/null
+cargo test -p snowflake_id_cluster_tests 2>&1 | tee /tmp/snowflake-cluster-test.log
+cluster_summary=$(grep -E '^test result:' /tmp/snowflake-cluster-test.log | awk '{p+=$4; f+=$6} END {print p" passed, "f" failed"}')
+
+step "summary"
+echo "unit + pg_test: $pg_test_summary"
+echo "cluster tests:  $cluster_summary"
