@@ -1,14 +1,17 @@
-//! This backend's worker slot and its per-sequence generators (design.md §2–§4).
+//! This backend's worker slot and its per-sequence generators (design.md §2–§5).
 //!
-//! The hot path (`next_id` after the first call) reads two clocks, one shared atomic and this
-//! backend's own slot line; it takes no lock, runs no SPI and allocates nothing.
+//! The hot path (`next_id` after the first call of a sequence) reads two clocks, a few
+//! read-mostly shared atomics and writes only this backend's own slot line; it takes no lock,
+//! runs no SPI and allocates nothing. Once per tick it checks the reservation (and, about once
+//! per `snowflake.reserve_ahead`, extends it under a lock).
 
 use std::cell::RefCell;
+use std::sync::atomic::Ordering;
 
 use once_cell::unsync::OnceCell;
 use pgrx::prelude::*;
 
-use crate::catalog;
+use crate::catalog::{self, CatalogTable};
 use crate::errors::raise;
 use crate::generator::{Generator, Step};
 use crate::gucs;
@@ -19,32 +22,33 @@ use crate::slots::{self, Slot};
 /// Longest single sleep while waiting for the clock, so interrupts are served promptly.
 const MAX_SLEEP_US: i64 = 10_000;
 
-struct ClaimedSlot {
-    index: usize,
-    /// The slot's floor when we claimed it: every tick we use starts at or after it.
-    floor_unix_us: i64,
-}
+/// Microseconds between 1970-01-01 and PostgreSQL's timestamp epoch, 2000-01-01.
+pub const POSTGRES_EPOCH_UNIX_US: i64 = 946_684_800_000_000;
 
 /// What a backend needs to issue IDs of one sequence.
 struct Issuer {
     generator: Generator,
     node: u64,
     worker: u64,
-    /// Latest tick whose end we published as the slot's floor.
+    /// Latest tick whose end is reserved and published as the slot's floor.
     published_tick: Option<u64>,
+    /// Borrowed ticks already added to the shared counter.
+    counted_borrows: u64,
 }
 
 struct SequenceEntry {
     name: String,
     layout: Layout,
     issuer: Option<Issuer>,
+    /// False after the catalog changed: re-read the layout before the next use.
+    verified: bool,
 }
 
 #[derive(Default)]
 struct Backend {
-    /// Extension schema, looked up once per backend.
-    schema: OnceCell<String>,
-    slot: OnceCell<ClaimedSlot>,
+    catalog: Option<CatalogTable>,
+    /// Index of the worker slot this backend holds from its first ID until it exits.
+    slot: OnceCell<usize>,
     sequences: Vec<SequenceEntry>,
 }
 
@@ -53,14 +57,9 @@ thread_local! {
     static BACKEND: RefCell<Backend> = RefCell::new(Backend::default());
 }
 
-/// The extension's schema (quoted), looked up once per backend.
-pub fn extension_schema() -> String {
-    BACKEND.with_borrow(|backend| {
-        backend
-            .schema
-            .get_or_init(catalog::extension_schema)
-            .clone()
-    })
+/// Where the catalog table is (looked up once per backend, again after it changed).
+pub fn catalog_table() -> CatalogTable {
+    BACKEND.with_borrow_mut(|backend| backend.catalog().clone())
 }
 
 /// The layout of sequence `name`; raises 42704 when it does not exist.
@@ -69,58 +68,97 @@ pub fn layout_of(name: &str) -> Layout {
     BACKEND.with_borrow_mut(|backend| backend.entry(name).layout)
 }
 
-/// Issues the next ID of sequence `name` for this backend.
-pub fn next_id(name: &str) -> i64 {
+/// Issues the next ID of sequence `name` for this backend, with `gene` in the gene field.
+pub fn next_id(name: &str, gene: Option<i64>) -> i64 {
     let shared = shared_memory::state();
     BACKEND.with_borrow_mut(|backend| {
-        let slot = backend.slot.get_or_init(|| claim_slot(shared));
-        let (slot_index, floor_unix_us) = (slot.index, slot.floor_unix_us);
+        let entry_layout = backend.entry(name).layout;
+        let gene = match gene {
+            None => 0,
+            Some(_) if entry_layout.gene_bits == 0 => raise(
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("snowflake sequence \"{name}\" has no gene bits"),
+                Some(format!(
+                    "Call snowflake_nextval('{name}') without a key, or create a sequence with \
+                     gene_bits."
+                )),
+            ),
+            // The key's low bits, two's complement for negative keys.
+            Some(key) => key as u64 & entry_layout.max_value(Field::Gene),
+        };
+        let slot_index = *backend.slot.get_or_init(|| claim_slot(shared));
+        let slot = &shared.slots()[slot_index];
         let entry = backend.entry(name);
         if entry.issuer.is_none() {
-            entry.issuer = Some(new_issuer(
-                &entry.name,
-                &entry.layout,
-                slot_index,
-                floor_unix_us,
-            ));
+            entry.issuer = Some(new_issuer(&entry.name, &entry.layout, slot_index, slot));
         }
         let layout = entry.layout;
         let issuer = entry.issuer.as_mut().expect("issuer was just set");
-        issue(
-            shared,
-            &shared.slots()[slot_index],
-            &entry.name,
-            &layout,
-            issuer,
-        )
+        issue(shared, slot, &entry.name, &layout, issuer, gene)
     })
 }
 
 impl Backend {
-    fn entry(&mut self, name: &str) -> &mut SequenceEntry {
-        if let Some(position) = self.sequences.iter().position(|entry| entry.name == name) {
-            return &mut self.sequences[position];
+    fn catalog(&mut self) -> &CatalogTable {
+        if catalog::take_changed() {
+            self.catalog = None;
+            self.sequences
+                .iter_mut()
+                .for_each(|entry| entry.verified = false);
         }
-        let schema = self.schema.get_or_init(catalog::extension_schema);
-        let Some(layout) = catalog::load_layout(schema, name) else {
+        self.catalog.get_or_insert_with(catalog::locate)
+    }
+
+    fn entry(&mut self, name: &str) -> &mut SequenceEntry {
+        self.catalog(); // notices a committed catalog change first
+        let position = self.sequences.iter().position(|entry| entry.name == name);
+        if let Some(position) = position {
+            if self.sequences[position].verified {
+                return &mut self.sequences[position];
+            }
+        }
+        let catalog = self.catalog().clone();
+        let Some(layout) = catalog::load_layout(&catalog, name) else {
+            if let Some(position) = position {
+                self.sequences.remove(position);
+            }
             raise(
                 PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
                 format!("snowflake sequence \"{name}\" does not exist"),
                 Some(format!(
-                    "SELECT name FROM {schema}.snowflake_sequence_catalog lists the sequences."
+                    "SELECT name FROM {}.snowflake_sequences lists the sequences; \
+                     snowflake_create_sequence() creates one.",
+                    catalog.schema
                 )),
             )
         };
-        self.sequences.push(SequenceEntry {
-            name: name.to_owned(),
-            layout,
-            issuer: None,
-        });
-        self.sequences.last_mut().expect("entry was just pushed")
+        match position {
+            Some(position) => {
+                let entry = &mut self.sequences[position];
+                if entry.layout != layout {
+                    // Dropped and created again with another layout: a new generator starts
+                    // after the slot's floor, so it cannot repeat the old one's ticks.
+                    entry.layout = layout;
+                    entry.issuer = None;
+                }
+                entry.verified = true;
+                entry
+            }
+            None => {
+                let entry = SequenceEntry {
+                    name: name.to_owned(),
+                    layout,
+                    issuer: None,
+                    verified: true,
+                };
+                self.sequences.push(entry);
+                self.sequences.last_mut().expect("entry was just pushed")
+            }
+        }
     }
 }
 
-fn claim_slot(shared: &'static SharedState) -> ClaimedSlot {
+fn claim_slot(shared: &'static SharedState) -> usize {
     // SAFETY: plain reads of backend-local globals PostgreSQL set up before any query runs.
     let (in_recovery, pid, database) = unsafe {
         (
@@ -133,7 +171,7 @@ fn claim_slot(shared: &'static SharedState) -> ClaimedSlot {
         raise(
             PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
             "cannot execute snowflake_nextval() during recovery".into(),
-            Some("Generate IDs on the primary server.".into()),
+            Some("Generate IDs on the primary server; a standby only reads them.".into()),
         );
     }
     let now = shared.read_clock().now_unix_us;
@@ -150,10 +188,7 @@ fn claim_slot(shared: &'static SharedState) -> ClaimedSlot {
             unsafe {
                 pg_sys::before_shmem_exit(Some(release_slot), pg_sys::Datum::from(claim.index))
             };
-            ClaimedSlot {
-                index: claim.index,
-                floor_unix_us: claim.floor_unix_us,
-            }
+            claim.index
         }
         Err(exhausted) => raise(
             PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
@@ -185,7 +220,7 @@ fn process_is_alive(pid: i32) -> bool {
     result == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
-fn new_issuer(name: &str, layout: &Layout, slot_index: usize, floor_unix_us: i64) -> Issuer {
+fn new_issuer(name: &str, layout: &Layout, slot_index: usize, slot: &Slot) -> Issuer {
     let node_id = gucs::NODE_ID.get();
     let node = match (node_id, layout.node_bits) {
         (gucs::NODE_ID_UNSET, 0) => 0,
@@ -233,12 +268,16 @@ fn new_issuer(name: &str, layout: &Layout, slot_index: usize, floor_unix_us: i64
             )),
         );
     }
-    let start_after = layout.first_tick_at_or_after(floor_unix_us).checked_sub(1);
+    // The floor covers every tick previous holders of the slot used, and every tick this
+    // backend used in any sequence so far.
+    let floor = slot.floor_unix_us.load(Ordering::Acquire);
+    let start_after = layout.first_tick_at_or_after(floor).checked_sub(1);
     Issuer {
         generator: Generator::new(layout.sequence_bits, start_after),
         node,
         worker,
         published_tick: None,
+        counted_borrows: 0,
     }
 }
 
@@ -248,18 +287,33 @@ fn issue(
     name: &str,
     layout: &Layout,
     issuer: &mut Issuer,
+    gene: u64,
 ) -> i64 {
     let lead_ticks = (i64::from(gucs::MAX_LEAD_MS.get()) * 1_000 / layout.time_unit_us) as u64;
-    let max_tick = layout.max_value(Field::Time);
     loop {
         let now = shared.read_clock().now_unix_us;
         let now_tick = layout.tick_at(now).unwrap_or(0);
-        match issuer.generator.next(now_tick, lead_ticks, max_tick) {
+        match issuer
+            .generator
+            .next(now_tick, lead_ticks, layout.max_tick())
+        {
             Step::Issue { tick, sequence } => {
                 if issuer.published_tick < Some(tick) {
-                    // Publish before the ID leaves: the slot's next holder must start after it.
-                    slot.raise_floor(layout.tick_start_unix_us(tick + 1));
+                    // Before the first ID of a tick leaves: reserve its end durably and publish
+                    // it as the slot's floor (a later holder of the slot starts after it).
+                    let end = layout.tick_start_unix_us(tick + 1);
+                    shared.ensure_reserved(end);
+                    slot.raise_floor(end);
                     issuer.published_tick = Some(tick);
+                    let borrows = issuer.generator.borrowed_ticks();
+                    if borrows > issuer.counted_borrows {
+                        let new = borrows - issuer.counted_borrows;
+                        shared
+                            .counters
+                            .borrowed_ticks
+                            .fetch_add(new, Ordering::Relaxed);
+                        issuer.counted_borrows = borrows;
+                    }
                 }
                 slot.count_issued(1);
                 let parts = Parts {
@@ -267,11 +321,15 @@ fn issue(
                     node: issuer.node,
                     worker: issuer.worker,
                     sequence,
-                    gene: 0,
+                    gene,
                 };
                 return layout.compose(parts);
             }
             Step::WaitUntil { tick } => {
+                shared
+                    .counters
+                    .throttle_sleeps
+                    .fetch_add(1, Ordering::Relaxed);
                 let wait_us = (layout.tick_start_unix_us(tick) - now).clamp(1, MAX_SLEEP_US);
                 // SAFETY: pg_usleep only sleeps; interrupts are checked right after.
                 unsafe { pg_sys::pg_usleep(wait_us) };
@@ -290,9 +348,6 @@ fn issue(
         }
     }
 }
-
-/// Microseconds between 1970-01-01 and PostgreSQL's timestamp epoch, 2000-01-01.
-pub const POSTGRES_EPOCH_UNIX_US: i64 = 946_684_800_000_000;
 
 /// Unix microseconds as timestamp text in the session's style, for messages.
 pub fn format_unix_us(unix_us: i64) -> String {

@@ -74,6 +74,7 @@ impl ClusterClock {
     }
 
     /// Whether `start` or `read` has run.
+    #[cfg(test)]
     pub fn started(&self) -> bool {
         self.offset_us.load(Ordering::Relaxed) != NOT_STARTED
     }

@@ -102,6 +102,7 @@ impl Generator {
     }
 
     /// Tick of the last issued ID, if any.
+    #[cfg(test)]
     pub fn last_tick(&self) -> Option<u64> {
         self.last_tick
     }

@@ -10,6 +10,7 @@ pub const MAX_WORKERS_LIMIT: i32 = 65_536;
 pub static NODE_ID: GucSetting<i32> = GucSetting::<i32>::new(NODE_ID_UNSET);
 pub static MAX_WORKERS: GucSetting<i32> = GucSetting::<i32>::new(1024);
 pub static MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(100);
+pub static RESERVE_AHEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 
 /// Registers the parameters; only called while `shared_preload_libraries` is being processed,
 /// because postmaster-level parameters cannot be defined later.
@@ -42,6 +43,17 @@ pub fn register() {
         &MAX_LEAD_MS,
         0,
         3_600_000,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake.reserve_ahead",
+        c"How far ahead of the IDs issued the reservation file is written.",
+        c"The reservation is fsynced about once per this window; after a restart or crash IDs \
+          start after it, whatever the clock says.",
+        &RESERVE_AHEAD_MS,
+        1,
+        86_400_000,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );

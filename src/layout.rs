@@ -6,6 +6,8 @@ use std::fmt;
 
 /// Bit 63 is the sign bit of a bigint; IDs must stay non-negative.
 pub const MAX_TOTAL_BITS: u32 = 63;
+/// Widest node, worker, sequence or gene field (`snowflake_parts` holds them as integer).
+pub const MAX_FIELD_BITS: u8 = 31;
 
 /// Ticks are whole decimal fractions of a second so that tick boundaries line up with
 /// human-readable timestamps.
@@ -91,6 +93,8 @@ pub enum LayoutError {
     ZeroBits { field: Field },
     /// Not in ALLOWED_TIME_UNITS_US.
     BadTimeUnit { unit_us: i64 },
+    /// Node, worker, sequence and gene are decoded as `integer`: at most 31 bits each.
+    FieldTooWide { field: Field, bits: u8 },
     /// Epoch before 1970-01-01, or epoch + (2^time_bits)*unit overflows i64.
     EpochOutOfRange { epoch_unix_us: i64 },
 }
@@ -108,6 +112,10 @@ impl fmt::Display for LayoutError {
             LayoutError::BadTimeUnit { unit_us } => write!(
                 f,
                 "the time unit of {unit_us} microseconds is not allowed; use 1000 (1 ms), 10000 (10 ms), 100000 (100 ms) or 1000000 (1 s)"
+            ),
+            LayoutError::FieldTooWide { field, bits } => write!(
+                f,
+                "the {field} field has {bits} bits; at most {MAX_FIELD_BITS} fit (decode returns it as integer)"
             ),
             LayoutError::EpochOutOfRange { epoch_unix_us } => write!(
                 f,
@@ -170,6 +178,7 @@ fn clamp_i64(v: i128) -> i64 {
 }
 
 impl Layout {
+    #[cfg(test)]
     pub const DEFAULT: Layout = Layout {
         time_bits: 41,
         node_bits: 0,
@@ -192,6 +201,12 @@ impl Layout {
             return Err(LayoutError::ZeroBits {
                 field: Field::Sequence,
             });
+        }
+        for field in [Field::Node, Field::Worker, Field::Sequence, Field::Gene] {
+            let bits = self.bits(field);
+            if bits > MAX_FIELD_BITS {
+                return Err(LayoutError::FieldTooWide { field, bits });
+            }
         }
         if !ALLOWED_TIME_UNITS_US.contains(&self.time_unit_us) {
             return Err(LayoutError::BadTimeUnit {
@@ -263,6 +278,7 @@ impl Layout {
 
     /// Like `compose`, but None instead of a wrong ID when a part does not fit or the
     /// layout is too wide for a non-negative bigint.
+    #[cfg(test)]
     pub fn try_compose(&self, parts: Parts) -> Option<i64> {
         if self.total_bits() > MAX_TOTAL_BITS {
             return None;
@@ -355,6 +371,61 @@ impl Layout {
         let low = mask(self.shift(Field::Time));
         i64::try_from(min as u64 | low).ok()
     }
+}
+
+/// 2025-01-01 00:00:00 UTC: the epoch of the built-in sequence and of every preset.
+pub const PRESET_EPOCH_UNIX_US: i64 = 1_735_689_600_000_000;
+
+/// Named starting points for `snowflake_create_sequence` (design.md §2).
+pub const PRESETS: [(&str, Layout); 3] = [
+    // The built-in sequence's layout: 41/0/10/12/0 at 1 ms, lasts until 2094.
+    (
+        "classic",
+        Layout {
+            time_bits: 41,
+            node_bits: 0,
+            worker_bits: 10,
+            sequence_bits: 12,
+            gene_bits: 0,
+            time_unit_us: 1_000,
+            epoch_unix_us: PRESET_EPOCH_UNIX_US,
+        },
+    ),
+    // 64 nodes × 256 sessions × 1,024,000 IDs/s each; 39 bits of 1 ms last 17.4 years (2042).
+    (
+        "sharded",
+        Layout {
+            time_bits: 39,
+            node_bits: 6,
+            worker_bits: 8,
+            sequence_bits: 10,
+            gene_bits: 0,
+            time_unit_us: 1_000,
+            epoch_unix_us: PRESET_EPOCH_UNIX_US,
+        },
+    ),
+    // Every ID below 2^53 (exact in a JavaScript number): 38 bits of 10 ms last 87 years,
+    // 128 sessions × 25,600 IDs/s each.
+    (
+        "js53",
+        Layout {
+            time_bits: 38,
+            node_bits: 0,
+            worker_bits: 7,
+            sequence_bits: 8,
+            gene_bits: 0,
+            time_unit_us: 10_000,
+            epoch_unix_us: PRESET_EPOCH_UNIX_US,
+        },
+    ),
+];
+
+/// The layout of preset `name`, if there is one.
+pub fn preset(name: &str) -> Option<Layout> {
+    PRESETS
+        .iter()
+        .find(|(preset, _)| *preset == name)
+        .map(|(_, layout)| *layout)
 }
 
 #[cfg(test)]
@@ -566,14 +637,21 @@ mod tests {
                     .unwrap_or(1);
                 (Just(unit), Just(epoch), 1u8..=max_t)
             })
-            .prop_flat_map(|(unit, epoch, t)| (Just(unit), Just(epoch), Just(t), 1u8..=(63 - t)))
+            .prop_flat_map(|(unit, epoch, t)| {
+                (
+                    Just(unit),
+                    Just(epoch),
+                    Just(t),
+                    1u8..=(63 - t).min(MAX_FIELD_BITS),
+                )
+            })
             .prop_flat_map(|(unit, epoch, t, s)| {
                 (
                     Just(unit),
                     Just(epoch),
                     Just(t),
                     Just(s),
-                    0u8..=(63 - t - s),
+                    0u8..=(63 - t - s).min(MAX_FIELD_BITS),
                 )
             })
             .prop_flat_map(|(unit, epoch, t, s, w)| {
@@ -583,7 +661,7 @@ mod tests {
                     Just(t),
                     Just(s),
                     Just(w),
-                    0u8..=(63 - t - s - w),
+                    0u8..=(63 - t - s - w).min(MAX_FIELD_BITS),
                 )
             })
             .prop_flat_map(|(unit, epoch, t, s, w, n)| {
@@ -594,7 +672,7 @@ mod tests {
                     Just(s),
                     Just(w),
                     Just(n),
-                    0u8..=(63 - t - s - w - n),
+                    0u8..=(63 - t - s - w - n).min(MAX_FIELD_BITS),
                 )
             })
             .prop_map(|(unit, epoch, t, s, w, n, g)| Layout {
@@ -673,5 +751,56 @@ mod tests {
                 }
             }
         }
+    }
+
+    const YEAR_US: i128 = 365 * 24 * 3600 * 1_000_000;
+
+    fn ids_per_second(l: &Layout) -> i128 {
+        (1i128 << l.sequence_bits) * 1_000_000 / i128::from(l.time_unit_us)
+    }
+
+    #[test]
+    fn fields_decoded_as_integer_are_limited_to_31_bits() {
+        let wide = Layout {
+            time_bits: 20,
+            sequence_bits: 32,
+            worker_bits: 0,
+            ..Layout::DEFAULT
+        };
+        assert_eq!(
+            wide.validate(),
+            Err(LayoutError::FieldTooWide {
+                field: Field::Sequence,
+                bits: 32
+            })
+        );
+        assert!(wide
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("sequence field has 32 bits"));
+    }
+
+    #[test]
+    fn presets_meet_their_promises() {
+        for (name, layout) in PRESETS {
+            assert_eq!(layout.validate(), Ok(()), "{name}");
+        }
+        assert_eq!(preset("classic"), Some(Layout::DEFAULT));
+        let sharded = preset("sharded").unwrap();
+        assert!(sharded.max_value(Field::Node) + 1 >= 64);
+        assert!(sharded.max_value(Field::Worker) + 1 >= 256);
+        assert!(ids_per_second(&sharded) >= 1_000_000);
+        let js53 = preset("js53").unwrap();
+        assert!(js53.total_bits() <= 53);
+        let largest = js53.max_id_of_tick(js53.max_tick()).unwrap();
+        assert!(largest < 1 << 53, "{largest}");
+        let lifetime = i128::from(js53.exhausted_at_unix_us() - js53.epoch_unix_us);
+        assert!(
+            lifetime >= 50 * YEAR_US,
+            "js53 lasts {} years",
+            lifetime / YEAR_US
+        );
+        assert_eq!(preset("nope"), None);
     }
 }

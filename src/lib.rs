@@ -1,6 +1,6 @@
 //! snowflake_id: Snowflake-style 64-bit IDs generated inside PostgreSQL.
 //!
-//! Pure logic (no pgrx): `layout`, `generator`, `slots`, `cluster_clock`.
+//! Pure logic (no pgrx): `layout`, `generator`, `slots`, `cluster_clock`, `reservation`.
 //! PostgreSQL glue: `gucs`, `shared_memory`, `catalog`, `backend`, `sql_api`, `errors`.
 
 use pgrx::prelude::*;
@@ -12,6 +12,7 @@ mod errors;
 mod generator;
 mod gucs;
 mod layout;
+mod reservation;
 mod shared_memory;
 mod slots;
 mod sql_api;

@@ -1,21 +1,55 @@
-//! The shared-memory segment: the cluster clock and the worker slot table (design.md §3, §4).
+//! The shared-memory segment: cluster clock, reservation state, counters and the worker slot
+//! table (design.md §3–§5).
 
 use std::mem::size_of;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, Ordering};
 
 use once_cell::sync::OnceCell;
 use pgrx::prelude::*;
 
 use crate::cluster_clock::{ClusterClock, Reading};
-use crate::errors;
+use crate::errors::{self, raise};
 use crate::gucs;
+use crate::reservation;
 use crate::slots::Slot;
 
-/// Header of the segment; `slot_count` slots follow it directly. Both are cache-line aligned so
-/// the clock and each slot sit on lines of their own.
+/// A wall clock this far behind the cluster clock counts as a backward step (below it is
+/// read jitter between the two clocks).
+const BACKWARD_STEP_THRESHOLD_US: i64 = 1_000;
+
+/// Rarely written counters for `snowflake_stats()` (on their own cache line).
+#[repr(C, align(64))]
+#[derive(Default)]
+pub struct Counters {
+    pub backward_steps: AtomicU64,
+    pub largest_backward_step_us: AtomicI64,
+    /// Whether the wall clock is behind now, so one step is counted once.
+    wall_behind: AtomicBool,
+    pub borrowed_ticks: AtomicU64,
+    pub throttle_sleeps: AtomicU64,
+    pub reservation_writes: AtomicU64,
+}
+
+/// The durable high-water mark (design.md §5), read on every new tick, written about once per
+/// `snowflake.reserve_ahead`.
+#[repr(C, align(64))]
+pub struct Reservation {
+    /// No ID's tick may end after this; i64::MIN forces every new tick to the slow path.
+    pub until_unix_us: AtomicI64,
+    /// The file was unreadable or corrupt at startup: no ID may be issued.
+    pub broken: AtomicBool,
+    /// Serialises extending the file (an LWLock from our named tranche).
+    lock: AtomicPtr<pg_sys::LWLock>,
+}
+
+/// Header of the segment; `slot_count` slots follow it directly. Each part is cache-line
+/// aligned so the hot, read-mostly lines are not written by the rare updates of others.
 #[repr(C, align(64))]
 pub struct SharedState {
     pub clock: ClusterClock,
+    pub reservation: Reservation,
+    pub counters: Counters,
     slot_count: usize,
 }
 
@@ -40,10 +74,72 @@ impl SharedState {
         }
     }
 
-    /// The cluster's forward-only time in unix microseconds.
+    /// The cluster's forward-only time; notes backward steps of the wall clock.
     pub fn read_clock(&self) -> Reading {
         let (wall, monotonic) = system_clocks_us();
-        self.clock.read(wall, monotonic)
+        let reading = self.clock.read(wall, monotonic);
+        let counters = &self.counters;
+        if reading.wall_behind_us > BACKWARD_STEP_THRESHOLD_US {
+            if reading.wall_behind_us > counters.largest_backward_step_us.load(Ordering::Relaxed) {
+                counters
+                    .largest_backward_step_us
+                    .fetch_max(reading.wall_behind_us, Ordering::Relaxed);
+            }
+            if !counters.wall_behind.load(Ordering::Relaxed)
+                && !counters.wall_behind.swap(true, Ordering::Relaxed)
+            {
+                counters.backward_steps.fetch_add(1, Ordering::Relaxed);
+            }
+        } else if counters.wall_behind.load(Ordering::Relaxed) {
+            counters.wall_behind.store(false, Ordering::Relaxed);
+        }
+        reading
+    }
+
+    /// Makes sure the reservation covers `end_unix_us` (the end of a tick about to be used),
+    /// extending the file first when it does not. Raises when the file cannot be written or
+    /// was found broken at startup.
+    pub fn ensure_reserved(&self, end_unix_us: i64) {
+        let reservation = &self.reservation;
+        if end_unix_us <= reservation.until_unix_us.load(Ordering::Acquire) {
+            return;
+        }
+        if reservation.broken.load(Ordering::Relaxed) {
+            reservation_broken();
+        }
+        let lock = reservation.lock.load(Ordering::Relaxed);
+        // SAFETY: `lock` is our tranche's LWLock in shared memory, set at startup; it is
+        // released on every path below before an error is raised.
+        unsafe { pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) };
+        let result = if end_unix_us <= reservation.until_unix_us.load(Ordering::Acquire) {
+            Ok(())
+        } else {
+            let ahead_us = i64::from(gucs::RESERVE_AHEAD_MS.get()) * 1_000;
+            let until = end_unix_us
+                .max(self.read_clock().now_unix_us)
+                .saturating_add(ahead_us);
+            reservation::write(Path::new("."), until).map(|()| {
+                reservation.until_unix_us.store(until, Ordering::Release);
+                self.counters
+                    .reservation_writes
+                    .fetch_add(1, Ordering::Relaxed);
+            })
+        };
+        // SAFETY: we acquired this lock above.
+        unsafe { pg_sys::LWLockRelease(lock) };
+        if let Err(error) = result {
+            raise(
+                PgSqlErrorCode::ERRCODE_IO_ERROR,
+                format!(
+                    "could not write snowflake reservation file \"{}\": {error}",
+                    reservation_path()
+                ),
+                Some(
+                    "No ID was issued. Check the data directory's free space and permissions."
+                        .into(),
+                ),
+            );
+        }
     }
 }
 
@@ -73,6 +169,33 @@ pub fn system_clocks_us() -> (i64, i64) {
     (read(libc::CLOCK_REALTIME), read(libc::CLOCK_MONOTONIC))
 }
 
+/// The reservation file's full path, for messages.
+fn reservation_path() -> String {
+    // SAFETY: DataDir is set before shared memory exists and never changes afterwards.
+    let data_dir = unsafe { std::ffi::CStr::from_ptr(pg_sys::DataDir) };
+    format!("{}/{}", data_dir.to_string_lossy(), reservation::FILE_NAME)
+}
+
+fn reservation_broken() -> ! {
+    let why = match reservation::read(Path::new(".")) {
+        Err(error) => error.to_string(),
+        Ok(_) => "it was unreadable or corrupt when the server started".to_owned(),
+    };
+    raise(
+        PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+        format!(
+            "snowflake reservation file \"{}\" is unusable: {why}",
+            reservation_path()
+        ),
+        Some(
+            "IDs are refused because the last reserved time is unknown. Restore the file from a \
+             backup, or write a time later than any ID issued (see README, \"Guarantees\") and \
+             restart the server."
+                .into(),
+        ),
+    )
+}
+
 fn slot_count() -> usize {
     gucs::MAX_WORKERS.get().clamp(1, gucs::MAX_WORKERS_LIMIT) as usize
 }
@@ -98,21 +221,23 @@ pub fn install_hooks() {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn request_shared_memory() {
-    // SAFETY: called by PostgreSQL in shmem_request_hook, where chaining the previous hook and
-    // RequestAddinShmemSpace are allowed.
+    // SAFETY: called by PostgreSQL in shmem_request_hook, where chaining the previous hook,
+    // RequestAddinShmemSpace and RequestNamedLWLockTranche are allowed.
     unsafe {
         if let Some(previous) = PREVIOUS_REQUEST_HOOK.get().copied().flatten() {
             previous();
         }
         pg_sys::RequestAddinShmemSpace(segment_size());
+        pg_sys::RequestNamedLWLockTranche(SEGMENT_NAME.as_ptr(), 1);
     }
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn init_shared_memory() {
     // SAFETY: called by PostgreSQL in shmem_startup_hook (postmaster start and every crash
-    // restart). AddinShmemInitLock (MainLWLockArray[21]) serialises segment creation; the
-    // segment is `segment_size()` bytes as requested, so the aligned header plus the slots fit.
+    // restart), with the data directory as working directory. AddinShmemInitLock
+    // (MainLWLockArray[21]) serialises segment creation; the segment is `segment_size()` bytes
+    // as requested, so the aligned header plus the slots fit.
     unsafe {
         if let Some(previous) = PREVIOUS_STARTUP_HOOK.get().copied().flatten() {
             previous();
@@ -127,8 +252,27 @@ unsafe extern "C-unwind" fn init_shared_memory() {
             .cast::<SharedState>();
         if !found {
             let slot_count = slot_count();
+            let lock = &raw mut (*pg_sys::GetNamedLWLockTranche(SEGMENT_NAME.as_ptr())).lock;
+            // A restart (clean or after a crash) continues after the persisted reservation,
+            // whatever the wall clock says now (design.md §5).
+            let (floor, broken) = match reservation::read(Path::new(".")) {
+                Ok(Some(until)) => (until, false),
+                Ok(None) => (i64::MIN, false),
+                Err(error) => {
+                    pgrx::warning!(
+                        "snowflake_id: the reservation file is unusable ({error}); IDs are refused"
+                    );
+                    (i64::MIN, true)
+                }
+            };
             header.write(SharedState {
                 clock: ClusterClock::new(),
+                reservation: Reservation {
+                    until_unix_us: AtomicI64::new(i64::MIN),
+                    broken: AtomicBool::new(broken),
+                    lock: AtomicPtr::new(lock),
+                },
+                counters: Counters::default(),
                 slot_count,
             });
             let first_slot = header.add(1).cast::<Slot>();
@@ -136,7 +280,7 @@ unsafe extern "C-unwind" fn init_shared_memory() {
                 first_slot.add(index).write(Slot::new());
             }
             let (wall, monotonic) = system_clocks_us();
-            (*header).clock.start(wall, monotonic, i64::MIN);
+            (*header).clock.start(wall, monotonic, floor);
         }
         pg_sys::LWLockRelease(init_lock);
         SHARED.store(header, Ordering::Release);

@@ -5,14 +5,25 @@ use std::sync::atomic::Ordering;
 use pgrx::prelude::*;
 
 use crate::backend::{self, POSTGRES_EPOCH_UNIX_US};
+use crate::catalog;
 use crate::errors::raise;
-use crate::layout::Layout;
+use crate::layout::{self, Layout, PRESETS};
 use crate::shared_memory;
+use crate::slots;
+
+/// Longest sequence name: PostgreSQL's identifier length.
+const MAX_NAME_BYTES: usize = 63;
 
 /// Next ID of a snowflake sequence: unique, and increasing within this session.
 #[pg_extern(volatile, parallel_unsafe)]
 fn snowflake_nextval(seq: default!(&str, "'default'")) -> i64 {
-    backend::next_id(seq)
+    backend::next_id(seq, None)
+}
+
+/// Next ID with the low `gene_bits` bits of `gene` (a shard or routing key) in the gene field.
+#[pg_extern(name = "snowflake_nextval", volatile, parallel_unsafe)]
+fn snowflake_nextval_with_gene(seq: &str, gene: i64) -> i64 {
+    backend::next_id(seq, Some(gene))
 }
 
 /// The fields of an ID: tick start time, node, worker, sequence and gene.
@@ -22,34 +33,158 @@ fn snowflake_decode(
     seq: default!(&str, "'default'"),
 ) -> pgrx::composite_type!('static, "snowflake_parts") {
     let layout = backend::layout_of(seq);
-    let parts = layout.decompose(id).unwrap_or_else(|problem| {
-        raise(
-            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
-            format!("{id} is not an ID of snowflake sequence \"{seq}\": {problem}"),
-            Some("Pass the name of the sequence that made the ID as the second argument.".into()),
-        )
-    });
-    let type_name = format!("{}.snowflake_parts", backend::extension_schema());
+    let parts = decompose(seq, &layout, id);
+    let type_name = format!("{}.snowflake_parts", backend::catalog_table().schema);
     let mut tuple = PgHeapTuple::new_composite_type(&type_name)
         .unwrap_or_else(|error| raise_internal(format!("type {type_name}: {error}")));
-    let field = |value: u64| i32::try_from(value).ok();
-    let set =
-        |tuple: &mut PgHeapTuple<'static, AllocatedByRust>, name: &str, value: Option<i32>| {
-            tuple
-                .set_by_name(name, value)
-                .unwrap_or_else(|error| raise_internal(format!("field {name}: {error}")))
-        };
+    let ts = timestamptz(seq, layout.tick_start_unix_us(parts.tick));
+    let fields = [
+        ("node", parts.node),
+        ("worker", parts.worker),
+        ("sequence", parts.sequence),
+        ("gene", parts.gene),
+    ];
     tuple
-        .set_by_name(
-            "ts",
-            timestamptz(seq, &layout, layout.tick_start_unix_us(parts.tick)),
-        )
+        .set_by_name("ts", ts)
         .unwrap_or_else(|error| raise_internal(format!("field ts: {error}")));
-    set(&mut tuple, "node", field(parts.node));
-    set(&mut tuple, "worker", field(parts.worker));
-    set(&mut tuple, "sequence", field(parts.sequence));
-    set(&mut tuple, "gene", field(parts.gene));
+    for (name, value) in fields {
+        // Layouts keep these fields within 31 bits (layout::MAX_FIELD_BITS).
+        let value = i32::try_from(value).unwrap_or(i32::MAX);
+        tuple
+            .set_by_name(name, value)
+            .unwrap_or_else(|error| raise_internal(format!("field {name}: {error}")));
+    }
     tuple
+}
+
+/// When the ID's tick started.
+#[pg_extern(stable, parallel_safe)]
+fn snowflake_timestamp(id: i64, seq: default!(&str, "'default'")) -> TimestampWithTimeZone {
+    let layout = backend::layout_of(seq);
+    let parts = decompose(seq, &layout, id);
+    timestamptz(seq, layout.tick_start_unix_us(parts.tick))
+}
+
+/// The smallest ID of the tick containing `ts`: `id >= snowflake_min_id(ts)` selects the IDs
+/// made at or after that tick (all of them for a time before the epoch).
+#[pg_extern(stable, parallel_safe)]
+fn snowflake_min_id(ts: TimestampWithTimeZone, seq: default!(&str, "'default'")) -> i64 {
+    let layout = backend::layout_of(seq);
+    match tick_containing(&layout, ts) {
+        TickOf::BeforeEpoch => 0,
+        TickOf::Tick(tick) => layout.min_id_of_tick(tick).unwrap_or(i64::MAX),
+        TickOf::AfterEnd => last_id(&layout).saturating_add(1),
+    }
+}
+
+/// The largest ID of the tick containing `ts`: `id <= snowflake_max_id(ts)` selects the IDs
+/// made up to and including that tick (none for a time before the epoch).
+#[pg_extern(stable, parallel_safe)]
+fn snowflake_max_id(ts: TimestampWithTimeZone, seq: default!(&str, "'default'")) -> i64 {
+    let layout = backend::layout_of(seq);
+    match tick_containing(&layout, ts) {
+        TickOf::BeforeEpoch => -1,
+        TickOf::Tick(tick) => layout.max_id_of_tick(tick).unwrap_or(i64::MAX),
+        TickOf::AfterEnd => last_id(&layout),
+    }
+}
+
+/// Creates a named sequence from a preset, with any field overridden by name.
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(@extschema@, pg_catalog, pg_temp)]
+fn snowflake_create_sequence(
+    name: Option<&str>,
+    preset: default!(Option<&str>, "'classic'"),
+    epoch: default!(Option<TimestampWithTimeZone>, "NULL"),
+    time_unit: default!(Option<Interval>, "NULL"),
+    time_bits: default!(Option<i32>, "NULL"),
+    node_bits: default!(Option<i32>, "NULL"),
+    worker_bits: default!(Option<i32>, "NULL"),
+    sequence_bits: default!(Option<i32>, "NULL"),
+    gene_bits: default!(Option<i32>, "NULL"),
+) {
+    shared_memory::state();
+    let name = checked_name(name);
+    let preset = preset.unwrap_or_else(|| invalid(name, "preset must not be NULL".into(), None));
+    let Some(mut layout) = layout::preset(preset) else {
+        let names: Vec<&str> = PRESETS.iter().map(|(name, _)| *name).collect();
+        invalid(
+            name,
+            format!("unknown preset \"{preset}\""),
+            Some(format!("Presets: {}.", names.join(", "))),
+        )
+    };
+    for (field, value, target) in [
+        ("time_bits", time_bits, &mut layout.time_bits),
+        ("node_bits", node_bits, &mut layout.node_bits),
+        ("worker_bits", worker_bits, &mut layout.worker_bits),
+        ("sequence_bits", sequence_bits, &mut layout.sequence_bits),
+        ("gene_bits", gene_bits, &mut layout.gene_bits),
+    ] {
+        if let Some(value) = value {
+            *target = u8::try_from(value)
+                .ok()
+                .filter(|bits| u32::from(*bits) <= layout::MAX_TOTAL_BITS)
+                .unwrap_or_else(|| {
+                    invalid(
+                        name,
+                        format!("{field} = {value} is out of range (0 to 63)"),
+                        None,
+                    )
+                });
+        }
+    }
+    if let Some(unit) = time_unit {
+        let unit_us = (unit.months() == 0)
+            .then(|| i64::from(unit.days()) * 86_400_000_000 + unit.micros())
+            .filter(|us| layout::ALLOWED_TIME_UNITS_US.contains(us))
+            .unwrap_or_else(|| {
+                invalid(
+                    name,
+                    "time_unit must be 1 ms, 10 ms, 100 ms or 1 s".into(),
+                    Some("For example time_unit => interval '10 ms'.".into()),
+                )
+            });
+        layout.time_unit_us = unit_us;
+    }
+    if let Some(epoch) = epoch {
+        let epoch_unix_us = unix_us(epoch);
+        if epoch_unix_us > shared_memory::state().read_clock().now_unix_us {
+            invalid(
+                name,
+                "epoch is in the future".into(),
+                Some("Use an epoch at or before now.".into()),
+            );
+        }
+        layout.epoch_unix_us = epoch_unix_us;
+    }
+    if let Err(problem) = layout.validate() {
+        invalid(name, problem.to_string(), None);
+    }
+    catalog::insert(&backend::catalog_table(), name, preset, &layout);
+}
+
+/// Drops a named sequence. IDs it issued stay valid numbers, but can no longer be decoded
+/// with its name, and a new sequence of the same name is a new ID space.
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(@extschema@, pg_catalog, pg_temp)]
+fn snowflake_drop_sequence(name: &str) {
+    shared_memory::state();
+    if name == "default" {
+        raise(
+            PgSqlErrorCode::ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST,
+            "cannot drop snowflake sequence \"default\": it is part of the extension".into(),
+            Some("DROP EXTENSION snowflake_id removes it.".into()),
+        );
+    }
+    if !catalog::delete(&backend::catalog_table(), name) {
+        raise(
+            PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
+            format!("snowflake sequence \"{name}\" does not exist"),
+            None,
+        );
+    }
 }
 
 /// One row per worker slot in use; the `snowflake_workers` view names the database.
@@ -70,37 +205,133 @@ fn snowflake_worker_slots() -> TableIterator<
         .iter()
         .enumerate()
         .filter_map(|(index, slot)| {
-            let pid = slot.holder_pid.load(Ordering::Acquire);
-            (pid != 0).then(|| {
-                (
-                    index as i32,
-                    pid,
-                    pg_sys::Oid::from(slot.database_oid.load(Ordering::Relaxed)),
-                    TimestampWithTimeZone::try_from(
-                        slot.claimed_at_unix_us.load(Ordering::Relaxed) - POSTGRES_EPOCH_UNIX_US,
-                    )
-                    .ok(),
-                    i64::try_from(slot.ids_issued.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
+            let pid = slot.holder()?;
+            Some((
+                index as i32,
+                pid,
+                pg_sys::Oid::from(slot.database_oid.load(Ordering::Relaxed)),
+                TimestampWithTimeZone::try_from(
+                    slot.claimed_at_unix_us.load(Ordering::Relaxed) - POSTGRES_EPOCH_UNIX_US,
                 )
-            })
+                .ok(),
+                i64::try_from(slot.ids_issued.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
+            ))
         })
         .collect();
     TableIterator::new(rows)
 }
 
-fn timestamptz(seq: &str, layout: &Layout, unix_us: i64) -> TimestampWithTimeZone {
+/// Cluster-wide counters since the server started (or last crash-restarted).
+// The row type must be spelled out here: pgrx reads the `name!` columns from the signature.
+#[allow(clippy::type_complexity)]
+#[pg_extern(volatile, parallel_safe)]
+fn snowflake_stats() -> TableIterator<
+    'static,
+    (
+        name!(backward_steps, i64),
+        name!(largest_backward_step_ms, f64),
+        name!(wall_clock_behind_ms, f64),
+        name!(borrowed_ticks, i64),
+        name!(throttle_sleeps, i64),
+        name!(reservation_writes, i64),
+        name!(reserved_until, Option<TimestampWithTimeZone>),
+        name!(cluster_clock, Option<TimestampWithTimeZone>),
+        name!(slots_in_use, i32),
+        name!(max_workers, i32),
+    ),
+> {
+    let shared = shared_memory::state();
+    let counters = &shared.counters;
+    let reading = shared.read_clock();
+    let count = |counter: &std::sync::atomic::AtomicU64| {
+        i64::try_from(counter.load(Ordering::Relaxed)).unwrap_or(i64::MAX)
+    };
+    let reserved = shared.reservation.until_unix_us.load(Ordering::Relaxed);
+    let row = (
+        count(&counters.backward_steps),
+        counters.largest_backward_step_us.load(Ordering::Relaxed) as f64 / 1_000.0,
+        reading.wall_behind_us as f64 / 1_000.0,
+        count(&counters.borrowed_ticks),
+        count(&counters.throttle_sleeps),
+        count(&counters.reservation_writes),
+        (reserved != i64::MIN)
+            .then(|| TimestampWithTimeZone::try_from(reserved - POSTGRES_EPOCH_UNIX_US).ok())
+            .flatten(),
+        TimestampWithTimeZone::try_from(reading.now_unix_us - POSTGRES_EPOCH_UNIX_US).ok(),
+        slots::in_use(shared.slots()) as i32,
+        shared.slots().len() as i32,
+    );
+    TableIterator::once(row)
+}
+
+enum TickOf {
+    BeforeEpoch,
+    Tick(u64),
+    AfterEnd,
+}
+
+fn tick_containing(layout: &Layout, ts: TimestampWithTimeZone) -> TickOf {
+    match layout.tick_at(unix_us(ts)) {
+        None => TickOf::BeforeEpoch,
+        Some(tick) if tick > layout.max_tick() => TickOf::AfterEnd,
+        Some(tick) => TickOf::Tick(tick),
+    }
+}
+
+/// The largest ID a layout can make.
+fn last_id(layout: &Layout) -> i64 {
+    layout.max_id_of_tick(layout.max_tick()).unwrap_or(i64::MAX)
+}
+
+fn unix_us(ts: TimestampWithTimeZone) -> i64 {
+    pg_sys::TimestampTz::from(ts).saturating_add(POSTGRES_EPOCH_UNIX_US)
+}
+
+fn decompose(seq: &str, layout: &Layout, id: i64) -> layout::Parts {
+    layout.decompose(id).unwrap_or_else(|problem| {
+        raise(
+            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("{id} is not an ID of snowflake sequence \"{seq}\": {problem}"),
+            Some("Pass the name of the sequence that made the ID as the second argument.".into()),
+        )
+    })
+}
+
+fn timestamptz(seq: &str, unix_us: i64) -> TimestampWithTimeZone {
     TimestampWithTimeZone::try_from(unix_us.saturating_sub(POSTGRES_EPOCH_UNIX_US)).unwrap_or_else(
         |_| {
             raise(
                 PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
-                format!(
-                    "the time of this ID of snowflake sequence \"{seq}\" is out of range \
-                     (tick unit {} µs)",
-                    layout.time_unit_us
-                ),
+                format!("the time of this ID of snowflake sequence \"{seq}\" is out of range"),
                 None,
             )
         },
+    )
+}
+
+fn checked_name(name: Option<&str>) -> &str {
+    let name = name.unwrap_or_else(|| {
+        raise(
+            PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            "snowflake sequence name must not be NULL".into(),
+            None,
+        )
+    });
+    if name.is_empty() || name.len() > MAX_NAME_BYTES {
+        raise(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("invalid snowflake sequence name \"{name}\": name must be 1 to {MAX_NAME_BYTES} bytes"),
+            None,
+        );
+    }
+    name
+}
+
+fn invalid(name: &str, problem: String, hint: Option<String>) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("invalid layout for snowflake sequence \"{name}\": {problem}"),
+        hint,
     )
 }
 

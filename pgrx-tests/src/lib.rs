@@ -120,6 +120,20 @@ impl Cluster {
         &self.data
     }
 
+    /// Directory of the server's Unix socket (its `host` for libpq).
+    pub fn socket_dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// A libpq connection string for `database`, e.g. for postgres_fdw or a subscription.
+    pub fn conninfo(&self, database: &str) -> String {
+        format!("host={} port={} user=postgres dbname={database}", self.dir.display(), self.port)
+    }
+
     /// Connects to database `postgres` as superuser `postgres`.
     pub fn connect(&self) -> Client {
         self.connect_to("postgres")
