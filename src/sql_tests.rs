@@ -123,7 +123,10 @@ mod tests {
             error.starts_with("42704: snowflake sequence \"unknown\" does not exist | "),
             "{error}"
         );
-        assert!(error.contains("snowflake_sequence_catalog"), "{error}");
+        assert!(
+            error.contains("snowflake_sequences lists the sequences"),
+            "{error}"
+        );
         let error = error_of("SELECT snowflake_decode(1, 'nope')");
         assert!(
             error.starts_with("42704: snowflake sequence \"nope\" does not exist"),
@@ -184,6 +187,266 @@ mod tests {
         let error = error_of("DELETE FROM snowflake_sequence_catalog");
         assert!(error.starts_with("42501: permission denied"), "{error}");
         assert!(one::<i64>("SELECT snowflake_nextval()") > 0);
+        Spi::run("RESET ROLE").unwrap();
+    }
+
+    fn create(sql_args: &str) {
+        Spi::run(&format!("SELECT snowflake_create_sequence({sql_args})")).unwrap();
+    }
+
+    #[pg_test]
+    fn presets_create_their_layouts() {
+        create("'t_classic'");
+        create("'t_sharded', preset => 'sharded'");
+        create("'t_js53', 'js53'");
+        let layouts: Vec<String> = Spi::connect(|client| {
+            client
+                .select(
+                    "SELECT format('%s %s/%s/%s/%s/%s %s %s/tick %s/s %s sessions %s nodes',
+                                   name, time_bits, node_bits, worker_bits, sequence_bits,
+                                   gene_bits, time_unit, ids_per_tick,
+                                   ids_per_second_per_session, sessions_per_node, nodes)
+                     FROM snowflake_sequences WHERE name LIKE 't\\_%' ORDER BY name",
+                    None,
+                    &[],
+                )
+                .unwrap()
+                .map(|row| row.get::<String>(1).unwrap().unwrap())
+                .collect()
+        });
+        assert_eq!(
+            layouts,
+            [
+                "t_classic 41/0/10/12/0 00:00:00.001 4096/tick 4096000/s 1024 sessions 1 nodes",
+                "t_js53 38/0/7/8/0 00:00:00.01 256/tick 25600/s 128 sessions 1 nodes",
+                "t_sharded 39/6/8/10/0 00:00:00.001 1024/tick 1024000/s 256 sessions 64 nodes",
+            ]
+        );
+        let same_fingerprint: bool = one(
+            "SELECT a.fingerprint = b.fingerprint FROM snowflake_sequences a, snowflake_sequences b
+             WHERE a.name = 'default' AND b.name = 't_classic'",
+        );
+        assert!(
+            same_fingerprint,
+            "equal layouts must have equal fingerprints"
+        );
+        let different: bool = one(
+            "SELECT a.fingerprint <> b.fingerprint FROM snowflake_sequences a, snowflake_sequences b
+             WHERE a.name = 't_js53' AND b.name = 't_classic'",
+        );
+        assert!(different);
+        // js53 IDs are exact in a JavaScript number; the sharded preset needs a node id.
+        assert!(one::<i64>("SELECT snowflake_nextval('t_js53')") < 1 << 53);
+        let error = error_of("SELECT snowflake_nextval('t_sharded')");
+        assert!(
+            error.starts_with(
+                "55000: snowflake sequence \"t_sharded\" needs snowflake.node_id, which is not set | Set snowflake.node_id"
+            ),
+            "{error}"
+        );
+    }
+
+    #[pg_test]
+    fn default_sequence_runs_out_in_2094() {
+        let runs_out: String = one(
+            "SELECT to_char(runs_out_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS')
+             FROM snowflake_sequences WHERE name = 'default'",
+        );
+        assert_eq!(runs_out, "2094-09-07 15:47:35.552");
+    }
+
+    #[pg_test]
+    fn explicit_arguments_override_the_preset() {
+        create(
+            "'t_override', preset => 'js53', time_bits => 30, time_unit => interval '1 s',
+             epoch => '2025-06-01 00:00:00+00', gene_bits => 3",
+        );
+        let row: String = one(
+            "SELECT format('%s/%s/%s/%s/%s %s %s', time_bits, node_bits, worker_bits,
+                           sequence_bits, gene_bits, time_unit, epoch AT TIME ZONE 'UTC')
+             FROM snowflake_sequences WHERE name = 't_override'",
+        );
+        assert_eq!(row, "30/0/7/8/3 00:00:01 2025-06-01 00:00:00");
+    }
+
+    #[pg_test]
+    fn invalid_layouts_name_the_field() {
+        for (args, expected) in [
+            ("'t_bad', time_bits => 50", "22023: invalid layout for snowflake sequence \"t_bad\": the widths add up to 72 bits"),
+            ("'t_bad', sequence_bits => 0", "22023: invalid layout for snowflake sequence \"t_bad\": the sequence field needs at least 1 bit"),
+            ("'t_bad', time_unit => interval '5 ms'", "22023: invalid layout for snowflake sequence \"t_bad\": time_unit must be 1 ms, 10 ms, 100 ms or 1 s"),
+            ("'t_bad', time_unit => interval '1 month'", "22023: invalid layout for snowflake sequence \"t_bad\": time_unit must be"),
+            ("'t_bad', epoch => clock_timestamp() + interval '1 day'", "22023: invalid layout for snowflake sequence \"t_bad\": epoch is in the future"),
+            ("'t_bad', epoch => '1960-01-01'", "22023: invalid layout for snowflake sequence \"t_bad\": the epoch"),
+            ("'t_bad', time_bits => 5, node_bits => 32", "22023: invalid layout for snowflake sequence \"t_bad\": the node field has 32 bits"),
+            ("'t_bad', worker_bits => -1", "22023: invalid layout for snowflake sequence \"t_bad\": worker_bits = -1 is out of range"),
+            ("'t_bad', preset => 'nope'", "22023: invalid layout for snowflake sequence \"t_bad\": unknown preset \"nope\" | Presets: classic, sharded, js53."),
+            ("'t_bad', preset => NULL", "22023: invalid layout for snowflake sequence \"t_bad\": preset must not be NULL"),
+            ("''", "22023: invalid snowflake sequence name \"\""),
+            ("repeat('x', 64)", "22023: invalid snowflake sequence name"),
+            ("NULL", "22004: snowflake sequence name must not be NULL"),
+            ("'default'", "42710: snowflake sequence \"default\" already exists"),
+        ] {
+            let error = error_of(&format!("SELECT snowflake_create_sequence({args})"));
+            assert!(error.starts_with(expected), "{args}: {error}");
+        }
+        let leftovers: i64 = one("SELECT count(*) FROM snowflake_sequences WHERE name = 't_bad'");
+        assert_eq!(leftovers, 0);
+    }
+
+    #[pg_test]
+    fn drop_sequence() {
+        create("'t_drop'");
+        assert!(one::<i64>("SELECT snowflake_nextval('t_drop')") > 0);
+        Spi::run("SELECT snowflake_drop_sequence('t_drop')").unwrap();
+        let error = error_of("SELECT snowflake_nextval('t_drop')");
+        assert!(
+            error.starts_with("42704: snowflake sequence \"t_drop\" does not exist"),
+            "{error}"
+        );
+        let error = error_of("SELECT snowflake_drop_sequence('t_drop')");
+        assert!(
+            error.starts_with("42704: snowflake sequence \"t_drop\" does not exist"),
+            "{error}"
+        );
+        let error = error_of("SELECT snowflake_drop_sequence('default')");
+        assert!(
+            error.starts_with("2BP01: cannot drop snowflake sequence \"default\""),
+            "{error}"
+        );
+        // Created again with another layout, in the same session: a new generator is used.
+        create("'t_drop', preset => 'js53'");
+        let id: i64 = one("SELECT snowflake_nextval('t_drop')");
+        assert!(id < 1 << 53, "{id} was made with the dropped layout");
+    }
+
+    #[pg_test]
+    fn a_rolled_back_create_leaves_nothing() {
+        Spi::run(
+            "DO $$ BEGIN
+                 PERFORM snowflake_create_sequence('t_rolled_back');
+                 RAISE EXCEPTION 'roll back';
+             EXCEPTION WHEN raise_exception THEN NULL;
+             END $$",
+        )
+        .unwrap();
+        let count: i64 =
+            one("SELECT count(*) FROM snowflake_sequences WHERE name = 't_rolled_back'");
+        assert_eq!(count, 0);
+        let error = error_of("SELECT snowflake_nextval('t_rolled_back')");
+        assert!(error.starts_with("42704"), "{error}");
+    }
+
+    #[pg_test]
+    fn gene_carries_the_low_bits_of_the_key() {
+        create("'t_gene', worker_bits => 6, gene_bits => 4");
+        let genes: String = one(
+            "SELECT string_agg(format('%s:%s:%s', key, (snowflake_decode(id, 't_gene')).gene, id % 16), ' ' ORDER BY key)
+             FROM (SELECT key, snowflake_nextval('t_gene', key) AS id
+                   FROM unnest(ARRAY[0, 5, 37, -1, 9223372036854775807]::bigint[]) key) ids",
+        );
+        assert_eq!(
+            genes,
+            "-1:15:15 0:0:0 5:5:5 37:5:5 9223372036854775807:15:15"
+        );
+        let error = error_of("SELECT snowflake_nextval('default', 5)");
+        assert!(
+            error.starts_with("22023: snowflake sequence \"default\" has no gene bits | Call snowflake_nextval('default') without a key"),
+            "{error}"
+        );
+    }
+
+    #[pg_test]
+    fn timestamp_min_and_max_bracket_an_id() {
+        let ok: bool = one(
+            "WITH i AS (SELECT snowflake_nextval() AS id)
+             SELECT snowflake_timestamp(id) = (snowflake_decode(id)).ts
+                AND snowflake_min_id(snowflake_timestamp(id)) <= id
+                AND id <= snowflake_max_id(snowflake_timestamp(id))
+                AND snowflake_max_id(snowflake_timestamp(id)) - snowflake_min_id(snowflake_timestamp(id)) = (1 << 22) - 1
+                AND snowflake_min_id(snowflake_timestamp(id) + interval '1 ms') = snowflake_max_id(snowflake_timestamp(id)) + 1
+             FROM i",
+        );
+        assert!(ok);
+        let edges: String = one(
+            "SELECT format('%s %s %s %s', snowflake_min_id('2000-01-01'), snowflake_max_id('2000-01-01'),
+                           snowflake_max_id('infinity'), snowflake_min_id('infinity'))",
+        );
+        assert_eq!(edges, "0 -1 9223372036854775807 9223372036854775807");
+        create("'t_js_range', 'js53'");
+        let js_max: i64 = one("SELECT snowflake_max_id('infinity', 't_js_range')");
+        assert_eq!(js_max, (1 << 53) - 1);
+    }
+
+    #[pg_test]
+    fn min_and_max_id_make_an_index_range_scan() {
+        Spi::run(
+            "CREATE TABLE events (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), payload text);
+             INSERT INTO events(payload) SELECT 'e' FROM generate_series(1, 2000);
+             ANALYZE events;",
+        )
+        .unwrap();
+        let plan: String = Spi::connect(|client| {
+            client
+                .select(
+                    "EXPLAIN (COSTS OFF) SELECT * FROM events
+                     WHERE id BETWEEN snowflake_min_id(now() - interval '1 hour') AND snowflake_max_id(now())",
+                    None,
+                    &[],
+                )
+                .unwrap()
+                .map(|row| row.get::<String>(1).unwrap().unwrap())
+                .collect::<Vec<_>>()
+                .join("\n")
+        });
+        assert!(
+            plan.contains("Index Cond: ((id >= snowflake_min_id("),
+            "{plan}"
+        );
+        let last_hour: i64 = one(
+            "SELECT count(*) FROM events
+             WHERE id BETWEEN snowflake_min_id(now() - interval '1 hour') AND snowflake_max_id(clock_timestamp())",
+        );
+        assert_eq!(last_hour, 2000);
+    }
+
+    #[pg_test]
+    fn a_layout_whose_time_ran_out_is_a_clear_error() {
+        // 2^10 ticks of 1 s from 2025-01-01: ran out after 17 minutes.
+        create("'t_short', epoch => '2025-01-01 00:00:00+00', time_unit => interval '1 s', time_bits => 10");
+        Spi::run("SET LOCAL TimeZone = 'UTC'").unwrap();
+        let error = error_of("SELECT snowflake_nextval('t_short')");
+        assert!(
+            error.starts_with(
+                "2200H: snowflake sequence \"t_short\" has run out of time: its 10-bit time field ended at 2025-01-01 00:17:04+00"
+            ),
+            "{error}"
+        );
+    }
+
+    #[pg_test]
+    fn decode_rejects_ids_of_a_wider_layout() {
+        create("'t_narrow', 'js53'");
+        let error = error_of("SELECT snowflake_decode(1::bigint << 60, 't_narrow')");
+        assert!(
+            error.starts_with(
+                "22003: 1152921504606846976 is not an ID of snowflake sequence \"t_narrow\""
+            ),
+            "{error}"
+        );
+    }
+
+    #[pg_test]
+    fn only_superusers_manage_sequences_by_default() {
+        Spi::run("CREATE ROLE snowflake_app; SET ROLE snowflake_app").unwrap();
+        let error = error_of("SELECT snowflake_create_sequence('t_app')");
+        assert!(
+            error.starts_with("42501: permission denied for function snowflake_create_sequence"),
+            "{error}"
+        );
+        Spi::run("RESET ROLE; GRANT EXECUTE ON FUNCTION snowflake_create_sequence TO snowflake_app; SET ROLE snowflake_app").unwrap();
+        create("'t_app'");
+        assert!(one::<i64>("SELECT snowflake_nextval('t_app')") > 0);
         Spi::run("RESET ROLE").unwrap();
     }
 }
