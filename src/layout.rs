@@ -391,7 +391,7 @@ pub const PRESETS: [(&str, Layout); 3] = [
             epoch_unix_us: PRESET_EPOCH_UNIX_US,
         },
     ),
-    // 64 nodes × 256 sessions × 1,024,000 IDs/s each; 39 bits of 1 ms last 17.4 years (2042).
+    // 64 nodes × 256 sessions × 1,024,000 IDs/s each; 39 bits of 1 ms last 17.4 years (to 2042-06).
     (
         "sharded",
         Layout {
