@@ -24,6 +24,12 @@ mod sql_tests;
 
 pgrx::extension_sql_file!("../sql/bootstrap.sql", name = "bootstrap", bootstrap);
 pgrx::extension_sql_file!("../sql/finalize.sql", name = "finalize", finalize);
+// Version 0.2.0's additions: the update script from 0.1.0 is also part of a fresh install.
+pgrx::extension_sql_file!(
+    "../sql/snowflake_id--0.1.0--0.2.0.sql",
+    name = "convert_column",
+    requires = ["bootstrap"]
+);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {

@@ -1,0 +1,219 @@
+//! Adoption: updating from the previous release, and dump/restore of a converted database.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use snowflake_id_cluster_tests::{Client, Cluster};
+
+/// Every object of the extension with its definition and privileges, to compare installs.
+const EXTENSION_OBJECTS: &str = "
+    SELECT pg_describe_object(d.classid, d.objid, d.objsubid) AS object,
+           CASE WHEN d.classid = 'pg_proc'::regclass
+                THEN pg_get_functiondef(d.objid) || coalesce(array_to_string(p.proacl, ','), 'default acl')
+                WHEN c.relkind = 'v' THEN pg_get_viewdef(d.objid) || array_to_string(c.relacl, ',')
+                WHEN c.relkind = 'r' THEN array_to_string(c.relacl, ',')
+           END AS definition
+    FROM pg_depend d
+    LEFT JOIN pg_proc p ON d.classid = 'pg_proc'::regclass AND p.oid = d.objid
+    LEFT JOIN pg_class c ON d.classid = 'pg_class'::regclass AND c.oid = d.objid
+    WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+      AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'snowflake_id')
+    UNION ALL
+    SELECT 'config table ' || t::regclass::text, cond
+    FROM pg_extension e, unnest(e.extconfig, e.extcondition) AS u(t, cond)
+    WHERE e.extname = 'snowflake_id'
+    ORDER BY 1";
+
+fn extension_objects(client: &mut Client) -> Vec<(String, Option<String>)> {
+    client
+        .query(EXTENSION_OBJECTS, &[])
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect()
+}
+
+fn pg_config(flag: &str) -> PathBuf {
+    let output = Command::new(std::env::var("PG_CONFIG").unwrap_or_else(|_| "pg_config".into()))
+        .arg(flag)
+        .output()
+        .unwrap();
+    PathBuf::from(String::from_utf8(output.stdout).unwrap().trim())
+}
+
+/// Makes release 0.1.0's install script available, so a test can install the old version.
+fn install_previous_release_script() {
+    let fixture =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/snowflake_id--0.1.0.sql");
+    let target = pg_config("--sharedir").join("extension/snowflake_id--0.1.0.sql");
+    std::fs::copy(&fixture, &target).unwrap_or_else(|error| panic!("copy {target:?}: {error}"));
+}
+
+#[test]
+fn update_from_0_1_0_matches_a_fresh_install_and_keeps_sequences() {
+    install_previous_release_script();
+    let cluster = Cluster::builder().start();
+    let mut admin = cluster.connect();
+    for database in ["old_install", "fresh_install"] {
+        admin
+            .batch_execute(&format!("CREATE DATABASE {database}"))
+            .unwrap();
+    }
+    let mut old = cluster.connect_to("old_install");
+    old.batch_execute(
+        "CREATE EXTENSION snowflake_id VERSION '0.1.0';
+         SELECT snowflake_create_sequence('orders', preset => 'js53');
+         SELECT snowflake_create_sequence('events', gene_bits => 3, worker_bits => 7);
+         CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval('orders'), item text);
+         INSERT INTO orders(item) SELECT 'before' FROM generate_series(1, 500);",
+    )
+    .unwrap();
+    let version: String = old
+        .query_one(
+            "SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(version, "0.1.0");
+    let before_objects = extension_objects(&mut old);
+    let sequences_before: Vec<String> = old
+        .query(
+            "SELECT format('%s %s', name, fingerprint) FROM snowflake_sequences",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let max_before: i64 = old
+        .query_one("SELECT max(id) FROM orders", &[])
+        .unwrap()
+        .get(0);
+
+    old.batch_execute("ALTER EXTENSION snowflake_id UPDATE")
+        .unwrap();
+    let version: String = old
+        .query_one(
+            "SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(version, "0.2.0");
+
+    let mut fresh = cluster.connect_to("fresh_install");
+    fresh
+        .batch_execute("CREATE EXTENSION snowflake_id")
+        .unwrap();
+    let updated_objects = extension_objects(&mut old);
+    assert_eq!(
+        updated_objects,
+        extension_objects(&mut fresh),
+        "updated and fresh installs differ"
+    );
+    assert_eq!(
+        updated_objects.len(),
+        before_objects.len() + 1,
+        "0.2.0 adds one function"
+    );
+
+    let sequences_after: Vec<String> = old
+        .query(
+            "SELECT format('%s %s', name, fingerprint) FROM snowflake_sequences",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(sequences_after, sequences_before);
+    old.batch_execute("INSERT INTO orders(item) SELECT 'after' FROM generate_series(1, 500)")
+        .unwrap();
+    let row = old
+        .query_one(
+            "SELECT count(*), count(DISTINCT id), min(id) FILTER (WHERE item = 'after') FROM orders",
+            &[],
+        )
+        .unwrap();
+    let (rows, distinct, min_after): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+    assert_eq!((rows, distinct), (1000, 1000));
+    assert!(
+        min_after > max_before,
+        "IDs after the update must continue above {max_before}"
+    );
+    println!(
+        "0.1.0 -> 0.2.0: {} extension objects equal to a fresh install",
+        updated_objects.len()
+    );
+}
+
+#[test]
+fn a_converted_database_dumps_and_restores() {
+    let cluster = Cluster::builder().start();
+    let mut admin = cluster.connect();
+    for database in ["legacy", "legacy_restored"] {
+        admin
+            .batch_execute(&format!("CREATE DATABASE {database}"))
+            .unwrap();
+    }
+    let mut legacy = cluster.connect_to("legacy");
+    legacy
+        .batch_execute(
+            "CREATE EXTENSION snowflake_id;
+             CREATE TABLE customers (id serial PRIMARY KEY, name text);
+             CREATE TABLE orders (id serial PRIMARY KEY, customer_id int REFERENCES customers);
+             INSERT INTO customers(name) SELECT 'c' || n FROM generate_series(1, 10) n;
+             INSERT INTO orders(customer_id) SELECT 1 + n % 10 FROM generate_series(1, 100) n;
+             SELECT snowflake_convert_column('customers', 'id');
+             INSERT INTO customers(name) VALUES ('new');
+             INSERT INTO orders(customer_id) SELECT max(id) FROM customers;",
+        )
+        .unwrap();
+
+    let dump = cluster.socket_dir().join("legacy.dump");
+    let host = cluster.socket_dir().display().to_string();
+    let port = cluster.port().to_string();
+    let connection = ["--host", &host, "--port", &port, "--username", "postgres"];
+    let status = Command::new("pg_dump")
+        .args(connection)
+        .args(["--format=custom", "--file"])
+        .arg(&dump)
+        .arg("legacy")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = Command::new("pg_restore")
+        .args(connection)
+        .args(["--exit-on-error", "--dbname", "legacy_restored"])
+        .arg(&dump)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "pg_restore: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let mut restored = cluster.connect_to("legacy_restored");
+    restored
+        .batch_execute(
+            "INSERT INTO customers(name) VALUES ('after restore');
+             INSERT INTO orders(customer_id) SELECT max(id) FROM customers;",
+        )
+        .unwrap();
+    let row = restored
+        .query_one(
+            "SELECT count(*), count(*) FILTER (WHERE id > 1 << 50),
+                    (SELECT count(*) FROM orders o JOIN customers c ON c.id = o.customer_id),
+                    (SELECT format_type(atttypid, atttypmod) FROM pg_attribute
+                     WHERE attrelid = 'orders'::regclass AND attname = 'customer_id')
+             FROM customers",
+            &[],
+        )
+        .unwrap();
+    let (customers, snowflakes, joined, fk_type): (i64, i64, i64, String) =
+        (row.get(0), row.get(1), row.get(2), row.get(3));
+    assert_eq!((customers, snowflakes, joined), (12, 2, 102));
+    assert_eq!(fk_type, "bigint");
+}
