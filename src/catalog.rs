@@ -29,14 +29,24 @@ pub fn take_changed() -> bool {
 
 /// Finds the catalog table and starts watching it for changes.
 pub fn locate() -> CatalogTable {
-    let found = Spi::get_two::<String, pg_sys::Oid>(
-        "SELECT quote_ident(n.nspname), c.oid FROM pg_catalog.pg_extension e \
-         JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace \
-         JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid \
-                                    AND c.relname = 'snowflake_sequence_catalog' \
-         WHERE e.extname = 'snowflake_id'",
-    );
-    let Ok((Some(schema), Some(oid))) = found else {
+    // A read-only select: Spi::get_* would mark the transaction as writing and take a
+    // transaction id, which a hot standby or a parallel worker cannot do.
+    let found = Spi::connect(|client| {
+        let table = client.select(
+            "SELECT quote_ident(n.nspname), c.oid FROM pg_catalog.pg_extension e \
+             JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace \
+             JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid \
+                                        AND c.relname = 'snowflake_sequence_catalog' \
+             WHERE e.extname = 'snowflake_id'",
+            Some(1),
+            &[],
+        )?;
+        if table.is_empty() {
+            return Ok(None);
+        }
+        table.first().get_two::<String, pg_sys::Oid>().map(Some)
+    });
+    let Ok(Some((Some(schema), Some(oid)))) = found else {
         raise(
             PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
             "extension \"snowflake_id\" is not installed in this database".into(),

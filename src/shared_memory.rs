@@ -14,9 +14,10 @@ use crate::gucs;
 use crate::reservation;
 use crate::slots::Slot;
 
-/// A wall clock this far behind the cluster clock counts as a backward step (below it is
-/// read jitter between the two clocks).
-const BACKWARD_STEP_THRESHOLD_US: i64 = 1_000;
+/// A wall clock whose lag behind the cluster clock grows by more than this counts as a backward
+/// step. Smaller changes are read jitter or a backend paused between its two clock reads; NTP
+/// slews offsets below 128 ms instead of stepping.
+const BACKWARD_STEP_THRESHOLD_US: i64 = 100_000;
 
 /// Rarely written counters for `snowflake_stats()` (on their own cache line).
 #[repr(C, align(64))]
@@ -24,8 +25,8 @@ const BACKWARD_STEP_THRESHOLD_US: i64 = 1_000;
 pub struct Counters {
     pub backward_steps: AtomicU64,
     pub largest_backward_step_us: AtomicI64,
-    /// Whether the wall clock is behind now, so one step is counted once.
-    wall_behind: AtomicBool,
+    /// The wall clock's lag at the last counted change, so one step is counted once.
+    known_lag_us: AtomicI64,
     pub borrowed_ticks: AtomicU64,
     pub throttle_sleeps: AtomicU64,
     pub reservation_writes: AtomicU64,
@@ -79,19 +80,24 @@ impl SharedState {
         let (wall, monotonic) = system_clocks_us();
         let reading = self.clock.read(wall, monotonic);
         let counters = &self.counters;
-        if reading.wall_behind_us > BACKWARD_STEP_THRESHOLD_US {
-            if reading.wall_behind_us > counters.largest_backward_step_us.load(Ordering::Relaxed) {
-                counters
-                    .largest_backward_step_us
-                    .fetch_max(reading.wall_behind_us, Ordering::Relaxed);
-            }
-            if !counters.wall_behind.load(Ordering::Relaxed)
-                && !counters.wall_behind.swap(true, Ordering::Relaxed)
+        let known_lag = counters.known_lag_us.load(Ordering::Relaxed);
+        if (reading.wall_behind_us - known_lag).abs() > BACKWARD_STEP_THRESHOLD_US {
+            // Rare path: confirm with a second reading, so a stale wall read (this backend was
+            // paused between its two clock reads, or raced a forward step) is not counted.
+            let (wall, monotonic) = system_clocks_us();
+            let lag = self.clock.read(wall, monotonic).wall_behind_us;
+            if (lag - known_lag).abs() > BACKWARD_STEP_THRESHOLD_US
+                && counters
+                    .known_lag_us
+                    .compare_exchange(known_lag, lag, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+                && lag > known_lag
             {
                 counters.backward_steps.fetch_add(1, Ordering::Relaxed);
+                counters
+                    .largest_backward_step_us
+                    .fetch_max(lag - known_lag, Ordering::Relaxed);
             }
-        } else if counters.wall_behind.load(Ordering::Relaxed) {
-            counters.wall_behind.store(false, Ordering::Relaxed);
         }
         reading
     }
@@ -281,6 +287,12 @@ unsafe extern "C-unwind" fn init_shared_memory() {
             }
             let (wall, monotonic) = system_clocks_us();
             (*header).clock.start(wall, monotonic, floor);
+            // Starting after the reservation is not a clock step: count only later changes.
+            let lag = (*header).clock.read(wall, monotonic).wall_behind_us;
+            (*header)
+                .counters
+                .known_lag_us
+                .store(lag, Ordering::Relaxed);
         }
         pg_sys::LWLockRelease(init_lock);
         SHARED.store(header, Ordering::Release);

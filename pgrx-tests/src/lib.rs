@@ -22,6 +22,7 @@ pub struct ClusterBuilder {
     preload: bool,
     settings: Vec<String>,
     environment: Vec<(String, String)>,
+    faketime: bool,
 }
 
 impl ClusterBuilder {
@@ -43,6 +44,15 @@ impl ClusterBuilder {
         self
     }
 
+    /// Runs the server under libfaketime (`LIBFAKETIME`, default Debian's `libfaketimeMT.so.1`)
+    /// with a timestamp file that starts at `+0` (the real time) and is re-read on every clock
+    /// call, so [`Cluster::set_fake_time`] moves the running server's wall clock at once. The
+    /// monotonic clock stays real.
+    pub fn faketime(mut self) -> Self {
+        self.faketime = true;
+        self
+    }
+
     /// Creates (initdb) and starts the cluster.
     pub fn start(self) -> Cluster {
         let number = NEXT_CLUSTER.fetch_add(1, Ordering::Relaxed);
@@ -52,13 +62,33 @@ impl ClusterBuilder {
             std::fs::remove_dir_all(&dir).expect("remove stale cluster directory");
         }
         std::fs::create_dir_all(&dir).expect("create cluster directory");
+        let mut environment = self.environment;
+        let faketime_file = self.faketime.then(|| {
+            let file = dir.join("faketime.rc");
+            std::fs::write(&file, "+0\n").expect("write the faketime file");
+            let library = std::env::var("LIBFAKETIME").unwrap_or_else(|_| LIBFAKETIME.to_owned());
+            assert!(
+                Path::new(&library).exists(),
+                "libfaketime not found at {library} (install Debian's faketime or set LIBFAKETIME)"
+            );
+            for (name, value) in [
+                ("LD_PRELOAD", library.as_str()),
+                ("FAKETIME_TIMESTAMP_FILE", &file.display().to_string()),
+                ("FAKETIME_NO_CACHE", "1"),
+                ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+            ] {
+                environment.push((name.to_owned(), value.to_owned()));
+            }
+            file
+        });
         let mut cluster = Cluster {
             data: dir.join("data"),
             dir,
             bin: postgres_bin_dir(),
             port: free_port(),
-            environment: self.environment,
+            environment,
             running: false,
+            faketime_file,
         };
         if is_root() {
             // The server user must own the cluster directory (initdb and postgres refuse root).
@@ -103,9 +133,12 @@ pub struct Cluster {
     port: u16,
     environment: Vec<(String, String)>,
     running: bool,
+    /// libfaketime's timestamp file when started with [`ClusterBuilder::faketime`].
+    faketime_file: Option<PathBuf>,
 }
 
 const SERVER_USER: &str = "postgres";
+const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
 
 impl Cluster {
     pub fn builder() -> ClusterBuilder {
@@ -113,6 +146,7 @@ impl Cluster {
             preload: true,
             settings: Vec::new(),
             environment: Vec::new(),
+            faketime: false,
         }
     }
 
@@ -131,7 +165,11 @@ impl Cluster {
 
     /// A libpq connection string for `database`, e.g. for postgres_fdw or a subscription.
     pub fn conninfo(&self, database: &str) -> String {
-        format!("host={} port={} user=postgres dbname={database}", self.dir.display(), self.port)
+        format!(
+            "host={} port={} user=postgres dbname={database}",
+            self.dir.display(),
+            self.port
+        )
     }
 
     /// Connects to database `postgres` as superuser `postgres`.
@@ -227,6 +265,159 @@ impl Cluster {
     }
 }
 
+/// Fault injection and replication.
+impl Cluster {
+    /// Moves the wall clock of a server started with [`ClusterBuilder::faketime`]: `offset` is
+    /// a libfaketime relative offset from the real time, e.g. `"-10m"`, `"+1h"`, `"+0"`. The
+    /// file is replaced atomically (rename), so the server never reads a half-written one; it
+    /// takes effect at the server's next clock call.
+    pub fn set_fake_time(&self, offset: &str) {
+        let file = self
+            .faketime_file
+            .as_ref()
+            .expect("set_fake_time needs a cluster started with ClusterBuilder::faketime()");
+        let temporary = file.with_extension("rc.tmp");
+        std::fs::write(&temporary, format!("{offset}\n")).expect("write the faketime file");
+        std::fs::rename(&temporary, file).expect("replace the faketime file");
+    }
+
+    /// Writes `contents` to `name` in the data directory, owned by the server's OS user (for
+    /// planting or repairing files while the server is stopped).
+    pub fn write_data_file(&self, name: &str, contents: &[u8]) {
+        use std::os::unix::fs::MetadataExt;
+        let path = self.data.join(name);
+        std::fs::write(&path, contents)
+            .unwrap_or_else(|error| panic!("write {}: {error}", path.display()));
+        let owner = std::fs::metadata(&self.data).expect("stat the data directory");
+        std::os::unix::fs::chown(&path, Some(owner.uid()), Some(owner.gid()))
+            .unwrap_or_else(|error| panic!("chown {}: {error}", path.display()));
+    }
+
+    /// The running postmaster's pid (first line of `postmaster.pid`).
+    pub fn postmaster_pid(&self) -> i32 {
+        let text = std::fs::read_to_string(self.data.join("postmaster.pid"))
+            .expect("read postmaster.pid (is the server running?)");
+        text.lines()
+            .next()
+            .and_then(|line| line.trim().parse().ok())
+            .expect("postmaster.pid starts with the pid")
+    }
+
+    /// Sends SIGKILL to `pid`, which must be a child of this cluster's postmaster (a backend,
+    /// e.g. from [`backend_pid`]). The postmaster then resets shared memory and runs crash
+    /// recovery; [`Cluster::wait_for_connection`] waits for it to accept connections again.
+    pub fn kill_backend(&self, pid: i32) {
+        let postmaster = self.postmaster_pid();
+        assert_eq!(
+            parent_pid(pid),
+            Some(postmaster),
+            "pid {pid} is not a child of this cluster's postmaster {postmaster}"
+        );
+        const SIGKILL: i32 = 9;
+        // SAFETY: kill has no memory-safety preconditions; the pid was checked to be ours.
+        let result = unsafe { kill(pid, SIGKILL) };
+        assert_eq!(
+            result,
+            0,
+            "kill -9 {pid}: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+
+    /// Polls until a connection succeeds (e.g. after crash recovery), up to `timeout`.
+    pub fn wait_for_connection(&self, timeout: Duration) -> Client {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.try_connect_to("postgres") {
+                Ok(client) => return client,
+                Err(error) if Instant::now() >= deadline => panic!(
+                    "no connection within {timeout:?}: {error}\n{}",
+                    self.log_tail()
+                ),
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+
+    /// The whole server log.
+    pub fn server_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+
+    /// Makes a streaming replica of this running cluster (`pg_basebackup -R -X stream` over its
+    /// Unix socket; initdb's default pg_hba trusts local replication) and starts it as a hot
+    /// standby in a directory of its own, with the same harness guarantees (own socket dir, no
+    /// TCP, stopped and removed on drop). The replica gets the primary's configuration and
+    /// files (extension, reservation file) but none of its server environment (no faketime).
+    pub fn start_replica(&self) -> Cluster {
+        let number = NEXT_CLUSTER.fetch_add(1, Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("snowflake-cluster-{}-{number}", std::process::id()));
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).expect("remove stale cluster directory");
+        }
+        std::fs::create_dir_all(&dir).expect("create replica directory");
+        let mut replica = Cluster {
+            data: dir.join("data"),
+            dir,
+            bin: self.bin.clone(),
+            port: free_port(),
+            environment: Vec::new(),
+            running: false,
+            faketime_file: None,
+        };
+        if is_root() {
+            let output = Command::new("chown")
+                .arg("-R")
+                .arg(SERVER_USER)
+                .arg(&replica.dir)
+                .output()
+                .expect("run chown");
+            assert!(output.status.success(), "chown: {}", describe(&output));
+        }
+        replica.server_command("pg_basebackup", |command| {
+            command
+                .arg("--pgdata")
+                .arg(&replica.data)
+                .arg("--host")
+                .arg(&self.dir)
+                .arg("--port")
+                .arg(self.port.to_string())
+                .args([
+                    "--username=postgres",
+                    "--write-recovery-conf",
+                    "--wal-method=stream",
+                    "--checkpoint=fast",
+                    "--no-sync",
+                ]);
+        });
+        replica.append_config(&format!(
+            "port = {}\nunix_socket_directories = '{}'\nhot_standby = on",
+            replica.port,
+            replica.dir.display()
+        ));
+        replica.start();
+        replica
+    }
+}
+
+/// The server pid of `client`'s session (`pg_backend_pid()`).
+pub fn backend_pid(client: &mut Client) -> i32 {
+    client
+        .query_one("SELECT pg_backend_pid()", &[])
+        .expect("SELECT pg_backend_pid()")
+        .get(0)
+}
+
+/// Parent pid of `pid` from /proc, or None when it does not exist.
+fn parent_pid(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the
+    // last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
         if self.running {
@@ -272,6 +463,7 @@ fn is_root() -> bool {
 
 extern "C" {
     fn geteuid() -> u32;
+    fn kill(pid: i32, signal: i32) -> i32;
 }
 
 /// The server's bin directory: `$PG_CONFIG --bindir` (default `pg_config` on PATH).
