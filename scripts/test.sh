@@ -17,11 +17,18 @@ install -d -o postgres -g postgres "$PGTEST_DIR"
 cargo pgrx test pg15 --runas postgres --pgdata "$PGTEST_DIR/data" 2>&1 | tee /tmp/snowflake-pg-test.log
 pg_test_summary=$(grep -E '^test result:' /tmp/snowflake-pg-test.log | tail -n 1)
 
+# The whole-cluster tests run against the packaged artifact: the release build in the Debian
+# package, installed with dpkg (tests/package.rs checks the files are the package's, unchanged).
+bash scripts/build-deb.sh | tee /tmp/snowflake-build-deb.log
+deb=$(tail -n 1 /tmp/snowflake-build-deb.log)
+step "dpkg -i $deb"
+dpkg -i "$deb"
+
 step "whole-cluster tests (pgrx-tests/)"
-cargo pgrx install --pg-config "$PG_CONFIG" >/dev/null
 cargo test -p snowflake_id_cluster_tests 2>&1 | tee /tmp/snowflake-cluster-test.log
 cluster_summary=$(grep -E '^test result:' /tmp/snowflake-cluster-test.log | awk '{p+=$4; f+=$6} END {print p" passed, "f" failed"}')
 
 step "summary"
+echo "package:        $deb (installed)"
 echo "unit + pg_test: $pg_test_summary"
 echo "cluster tests:  $cluster_summary"

@@ -4,7 +4,7 @@
 //! socket in that directory (no TCP), runs as the `postgres` OS user when the tests run as root
 //! (initdb and postgres refuse root), and is stopped and deleted when dropped, even when the test
 //! panics. The extension must already be installed into the server's directories
-//! (`cargo pgrx install`), as the README's test command does.
+//! (the README's test command installs the Debian package; `cargo pgrx install` works too).
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
