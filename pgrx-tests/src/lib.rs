@@ -191,6 +191,33 @@ impl Cluster {
             .connect(NoTls)
     }
 
+    /// Dumps database `source` with pg_dump (custom format) and restores it into the existing,
+    /// empty database `target` with pg_restore, stopping at the first error.
+    pub fn dump_and_restore(&self, source: &str, target: &str) {
+        let dump = self.dir.join(format!("{source}.dump"));
+        let (host, port) = (self.dir.display().to_string(), self.port.to_string());
+        let connection = ["--host", &host, "--port", &port, "--username", "postgres"];
+        let dumped = Command::new("pg_dump")
+            .args(connection)
+            .args(["--format=custom", "--file"])
+            .arg(&dump)
+            .arg(source)
+            .output()
+            .expect("run pg_dump");
+        assert!(dumped.status.success(), "pg_dump: {}", describe(&dumped));
+        let restored = Command::new("pg_restore")
+            .args(connection)
+            .args(["--exit-on-error", "--dbname", target])
+            .arg(&dump)
+            .output()
+            .expect("run pg_restore");
+        assert!(
+            restored.status.success(),
+            "pg_restore: {}",
+            describe(&restored)
+        );
+    }
+
     /// Appends lines to postgresql.conf (they take effect at the next start or reload).
     pub fn append_config(&self, lines: &str) {
         use std::io::Write;

@@ -171,29 +171,7 @@ fn a_converted_database_dumps_and_restores() {
         )
         .unwrap();
 
-    let dump = cluster.socket_dir().join("legacy.dump");
-    let host = cluster.socket_dir().display().to_string();
-    let port = cluster.port().to_string();
-    let connection = ["--host", &host, "--port", &port, "--username", "postgres"];
-    let status = Command::new("pg_dump")
-        .args(connection)
-        .args(["--format=custom", "--file"])
-        .arg(&dump)
-        .arg("legacy")
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let output = Command::new("pg_restore")
-        .args(connection)
-        .args(["--exit-on-error", "--dbname", "legacy_restored"])
-        .arg(&dump)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "pg_restore: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    cluster.dump_and_restore("legacy", "legacy_restored");
 
     let mut restored = cluster.connect_to("legacy_restored");
     restored

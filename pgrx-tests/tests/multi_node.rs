@@ -152,6 +152,18 @@ const MERGE_NODES: [i32; 3] = [1, 2, 3];
 const SESSIONS_PER_NODE: i32 = 2;
 const ROWS_PER_SESSION: i64 = 20_000;
 
+/// Nodes, sessions per node, IDs per second per session and end of time of a sequence.
+fn capacity(client: &mut Client, sequence: &str) -> (i64, i64, i64, String) {
+    let row = client
+        .query_one(
+            "SELECT nodes, sessions_per_node, ids_per_second_per_session, runs_out_at::text
+             FROM snowflake_sequences WHERE name = $1",
+            &[&sequence],
+        )
+        .unwrap();
+    (row.get(0), row.get(1), row.get(2), row.get(3))
+}
+
 #[test]
 fn three_nodes_merge_into_one_primary_key_without_conflicts() {
     let nodes = start_clusters(&MERGE_NODES.map(Some), &[]);
@@ -179,19 +191,7 @@ fn three_nodes_merge_into_one_primary_key_without_conflicts() {
         fingerprints.iter().all(|f| *f == fingerprints[0]),
         "layouts differ across nodes: {fingerprints:?}"
     );
-    let capacity = admins[0]
-        .query_one(
-            "SELECT nodes, sessions_per_node, ids_per_second_per_session, runs_out_at::text
-             FROM snowflake_sequences WHERE name = 'events'",
-            &[],
-        )
-        .unwrap();
-    let (nodes_max, sessions, per_second, runs_out): (i64, i64, i64, String) = (
-        capacity.get(0),
-        capacity.get(1),
-        capacity.get(2),
-        capacity.get(3),
-    );
+    let (nodes_max, sessions, per_second, runs_out) = capacity(&mut admins[0], "events");
     assert_eq!((nodes_max, sessions, per_second), (64, 256, 1_024_000));
     println!(
         "'sharded' layout, fingerprint {} on all 3 nodes: {nodes_max} nodes × {sessions} \
@@ -409,19 +409,7 @@ fn coordinator_routes_by_gene_and_prunes_lookups_to_one_shard() {
     let (code, message, _) = error_parts(&error);
     assert_eq!(code, "22023", "{message}");
     println!("'sharded' + gene_bits => 2: {code} {message}");
-    let capacity = coordinator
-        .query_one(
-            "SELECT nodes, sessions_per_node, ids_per_second_per_session, runs_out_at::text
-             FROM snowflake_sequences WHERE name = 'orders'",
-            &[],
-        )
-        .unwrap();
-    let (nodes_max, sessions, per_second, runs_out): (i64, i64, i64, String) = (
-        capacity.get(0),
-        capacity.get(1),
-        capacity.get(2),
-        capacity.get(3),
-    );
+    let (nodes_max, sessions, per_second, runs_out) = capacity(&mut coordinator, "orders");
     assert_eq!((nodes_max, sessions, per_second), (64, 256, 256_000));
     println!(
         "'orders' layout (39/6/8/8/2): {nodes_max} nodes × {sessions} sessions × {per_second} \

@@ -1,8 +1,6 @@
 //! Named sequences across sessions and databases: changes are seen at the next call after
 //! commit, and pg_dump / restore keeps them.
 
-use std::process::Command;
-
 use snowflake_id_cluster_tests::{error_parts, Cluster};
 
 fn fingerprints(client: &mut postgres::Client) -> Vec<(String, String)> {
@@ -95,29 +93,7 @@ fn pg_dump_and_restore_keep_the_sequences() {
     let before = fingerprints(&mut shop);
     assert_eq!(before.len(), 3);
 
-    let dump = cluster.socket_dir().join("shop.dump");
-    let host = cluster.socket_dir().display().to_string();
-    let port = cluster.port().to_string();
-    let connection = ["--host", &host, "--port", &port, "--username", "postgres"];
-    let status = Command::new("pg_dump")
-        .args(connection)
-        .args(["--format=custom", "--file"])
-        .arg(&dump)
-        .arg("shop")
-        .status()
-        .unwrap();
-    assert!(status.success(), "pg_dump failed");
-    let output = Command::new("pg_restore")
-        .args(connection)
-        .args(["--exit-on-error", "--dbname", "shop_restored"])
-        .arg(&dump)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "pg_restore: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    cluster.dump_and_restore("shop", "shop_restored");
 
     let mut restored = cluster.connect_to("shop_restored");
     assert_eq!(fingerprints(&mut restored), before);
