@@ -1,8 +1,8 @@
 //! This backend's worker slot and its per-sequence generators (design.md §2–§5).
 //!
-//! The hot path (`next_id` after the first call of a sequence) reads two clocks, a few
-//! read-mostly shared atomics and writes only this backend's own slot line; it takes no lock,
-//! runs no SPI and allocates nothing. Once per tick it checks the reservation (and, about once
+//! The hot path (`next_id` after the first call of a sequence) reads the monotonic clock (the
+//! wall clock only once per tick), a few read-mostly shared atomics, and writes only this
+//! backend's own slot line; it takes no lock, runs no SPI and allocates nothing. Once per tick it checks the reservation (and, about once
 //! per `snowflake.reserve_ahead`, extends it under a lock).
 
 use std::cell::RefCell;
@@ -34,6 +34,9 @@ struct Issuer {
     published_tick: Option<u64>,
     /// Borrowed ticks already added to the shared counter.
     counted_borrows: u64,
+    /// Latest clock tick in which the wall clock was read (the hot path reads only the
+    /// monotonic clock; once per tick the wall clock is read so forward steps are followed).
+    wall_checked_tick: Option<u64>,
 }
 
 struct SequenceEntry {
@@ -278,6 +281,7 @@ fn new_issuer(name: &str, layout: &Layout, slot_index: usize, slot: &Slot) -> Is
         worker,
         published_tick: None,
         counted_borrows: 0,
+        wall_checked_tick: None,
     }
 }
 
@@ -291,8 +295,13 @@ fn issue(
 ) -> i64 {
     let lead_ticks = (i64::from(gucs::MAX_LEAD_MS.get()) * 1_000 / layout.time_unit_us) as u64;
     loop {
-        let now = shared.read_clock().now_unix_us;
-        let now_tick = layout.tick_at(now).unwrap_or(0);
+        let mut now = shared.read_clock_monotonic();
+        let mut now_tick = layout.tick_at(now).unwrap_or(0);
+        if issuer.wall_checked_tick < Some(now_tick) {
+            now = shared.read_clock().now_unix_us;
+            now_tick = layout.tick_at(now).unwrap_or(0);
+            issuer.wall_checked_tick = Some(now_tick);
+        }
         match issuer
             .generator
             .next(now_tick, lead_ticks, layout.max_tick())

@@ -73,6 +73,14 @@ impl ClusterClock {
         }
     }
 
+    /// Cluster time from the monotonic clock alone, with the offset as last raised; None if
+    /// not started. Cheaper than `read` (one clock instead of two); callers still `read` now
+    /// and then (once per tick) so a forward step of the wall clock is followed.
+    pub fn read_monotonic(&self, monotonic_us: i64) -> Option<i64> {
+        let offset = self.offset_us.load(Ordering::Relaxed);
+        (offset != NOT_STARTED).then(|| clamp_i64(i128::from(monotonic_us) + i128::from(offset)))
+    }
+
     /// Whether `start` or `read` has run.
     #[cfg(test)]
     pub fn started(&self) -> bool {
@@ -302,5 +310,20 @@ mod tests {
                 prev = r;
             }
         }
+    }
+
+    #[test]
+    fn monotonic_reads_agree_with_full_reads_and_never_go_back() {
+        let clock = ClusterClock::new();
+        assert_eq!(clock.read_monotonic(5), None);
+        clock.start(1_000_000, 10, i64::MIN);
+        assert_eq!(clock.read_monotonic(20), Some(1_000_010));
+        // A forward step seen by a full read is carried by later monotonic reads.
+        let stepped = clock.read(5_000_000, 30).now_unix_us;
+        assert_eq!(stepped, 5_000_000);
+        assert_eq!(clock.read_monotonic(40), Some(5_000_010));
+        // A backward step changes nothing for either kind of read.
+        assert_eq!(clock.read(100, 50).now_unix_us, 5_000_020);
+        assert_eq!(clock.read_monotonic(60), Some(5_000_030));
     }
 }

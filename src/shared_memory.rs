@@ -102,6 +102,15 @@ impl SharedState {
         reading
     }
 
+    /// The cluster's time from CLOCK_MONOTONIC alone: the hot path within a tick whose wall
+    /// clock was already checked with `read_clock`.
+    pub fn read_clock_monotonic(&self) -> i64 {
+        let monotonic = read_system_clock(libc::CLOCK_MONOTONIC);
+        self.clock
+            .read_monotonic(monotonic)
+            .unwrap_or_else(|| self.read_clock().now_unix_us)
+    }
+
     /// Makes sure the reservation covers `end_unix_us` (the end of a tick about to be used),
     /// extending the file first when it does not. Raises when the file cannot be written or
     /// was found broken at startup.
@@ -163,16 +172,20 @@ pub fn try_state() -> Option<&'static SharedState> {
 
 /// Reads CLOCK_REALTIME and CLOCK_MONOTONIC (system-wide, so comparable across backends).
 pub fn system_clocks_us() -> (i64, i64) {
-    fn read(clock: libc::clockid_t) -> i64 {
-        let mut now = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `now` is a valid, writable timespec and both clock ids exist on Linux.
-        unsafe { libc::clock_gettime(clock, &mut now) };
-        now.tv_sec * 1_000_000 + now.tv_nsec / 1_000
-    }
-    (read(libc::CLOCK_REALTIME), read(libc::CLOCK_MONOTONIC))
+    (
+        read_system_clock(libc::CLOCK_REALTIME),
+        read_system_clock(libc::CLOCK_MONOTONIC),
+    )
+}
+
+fn read_system_clock(clock: libc::clockid_t) -> i64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid, writable timespec and the callers' clock ids exist on Linux.
+    unsafe { libc::clock_gettime(clock, &mut now) };
+    now.tv_sec * 1_000_000 + now.tv_nsec / 1_000
 }
 
 /// The reservation file's full path, for messages.
