@@ -24,18 +24,21 @@ if ! command -v cargo >/dev/null 2>&1; then
     exit 1
 fi
 
-packages=(postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR
-          clang libclang-dev pkg-config sudo faketime build-essential)
-missing=()
-for package in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
-        || missing+=("$package")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    step "apt-get install ${missing[*]}"
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+# Installs the Debian packages among "$@" that are not installed yet (also used by bench/run.sh).
+apt_install_missing() {
+    local package missing=()
+    for package in "$@"; do
+        dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
+            || missing+=("$package")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        step "apt-get install ${missing[*]}"
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+}
+apt_install_missing postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR \
+    clang libclang-dev pkg-config sudo faketime build-essential
 # Debian's package starts a default cluster; this project runs throwaway clusters of its own.
 if command -v pg_lsclusters >/dev/null && pg_lsclusters -h 2>/dev/null | grep -q online; then
     pg_ctlcluster --force "$PG_MAJOR" main stop 2>/dev/null || true

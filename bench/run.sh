@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The benchmark command of the README (issue #6). As root on Debian 12:
+#
+#     bash bench/run.sh
+#
+# Installs what it needs, builds and installs snowflake_id in release mode, starts a throwaway
+# cluster (Unix socket only, in /var/tmp/snowflake-bench), runs every benchmark in one run with
+# alternating repetitions, collects the strace / callgrind / wait-event evidence, and writes
+# bench/results/ (latest.md, latest.png, latest.json and the evidence files). The cluster is
+# always stopped at the end. Idempotent: a second run replaces the cluster and the results.
+#
+# Knobs (environment): BENCH_N (IDs per count() run, default 1000000), BENCH_REPS (default 5),
+# BENCH_PGBENCH_REPS (3), BENCH_PGBENCH_SECONDS (3), BENCH_INSERT_ROWS (1000000),
+# BENCH_WAIT_QUIET (seconds to wait for a quiet machine first, default 60).
+# Benchmarks are not tests: nothing here fails on a timing, only on a broken setup.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/install-deps.sh
+
+BENCH_DIR=/var/tmp/snowflake-bench
+VENV=/var/tmp/snowflake-bench-venv
+BIN=$("$PG_CONFIG" --bindir)
+
+stop_cluster() {
+    if [ -f "$BENCH_DIR/data/postmaster.pid" ]; then
+        runuser -u postgres -- "$BIN/pg_ctl" --pgdata "$BENCH_DIR/data" --mode immediate \
+            --wait stop >/dev/null 2>&1 || true
+    fi
+}
+trap stop_cluster EXIT
+
+# strace, valgrind and perf for the evidence; python3-venv for the runner's own environment.
+apt_install_missing strace valgrind linux-perf python3-venv
+
+if [ ! -x "$VENV/bin/python" ]; then
+    step "python3 -m venv $VENV"
+    python3 -m venv "$VENV"
+fi
+step "pip install -r bench/requirements.txt"
+"$VENV/bin/pip" install --quiet --disable-pip-version-check -r bench/requirements.txt
+
+step "cargo pgrx install --release"
+cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+
+step "benchmarks (bench/run.py)"
+"$VENV/bin/python" bench/run.py --bindir "$BIN" --dir "$BENCH_DIR" \
+    --library target/release/libsnowflake_id.so --results bench/results "$@"
