@@ -15,7 +15,6 @@ step "unit, property and #[pg_test] tests (cargo pgrx test)"
 PGTEST_DIR=/var/tmp/snowflake-pgtest
 install -d -o postgres -g postgres "$PGTEST_DIR"
 cargo pgrx test pg15 --runas postgres --pgdata "$PGTEST_DIR/data" 2>&1 | tee /tmp/snowflake-pg-test.log
-pg_test_summary=$(grep -E '^test result:' /tmp/snowflake-pg-test.log | tail -n 1)
 
 # The whole-cluster tests run against the packaged artifact: the release build in the Debian
 # package, installed with dpkg (tests/package.rs checks the files are the package's, unchanged).
@@ -26,9 +25,12 @@ dpkg -i "$deb"
 
 step "whole-cluster tests (pgrx-tests/)"
 cargo test -p snowflake_id_cluster_tests 2>&1 | tee /tmp/snowflake-cluster-test.log
-cluster_summary=$(grep -E '^test result:' /tmp/snowflake-cluster-test.log | awk '{p+=$4; f+=$6} END {print p" passed, "f" failed"}')
+count_results() { grep -E '^test result:' "$1" | awk '{p+=$4; f+=$6} END {print p+0, f+0}'; }
+read -r cluster_passed cluster_failed < <(count_results /tmp/snowflake-cluster-test.log)
+read -r unit_passed unit_failed < <(count_results /tmp/snowflake-pg-test.log)
 
 step "summary"
 echo "package:        $deb (installed)"
-echo "unit + pg_test: $pg_test_summary"
-echo "cluster tests:  $cluster_summary"
+echo "unit + pg_test: $unit_passed passed, $unit_failed failed"
+echo "cluster tests:  $cluster_passed passed, $cluster_failed failed"
+echo "total: $((unit_passed + cluster_passed)) passed, $((unit_failed + cluster_failed)) failed"
