@@ -191,21 +191,29 @@ jit = off
 # Machine state
 
 
+def read_proc_stat(pid):
+    """(comm, fields after the comm) of /proc/<pid>/stat, or None if the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            text = stat.read()
+    except OSError:
+        return None
+    return text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
+
+
+def all_proc_stats():
+    """(pid, comm, fields after the comm) of every process."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = read_proc_stat(entry)
+            if stat is not None:
+                yield (int(entry), *stat)
+
+
 def cpu_ticks():
     """{pid: (comm, utime+stime)} of every process."""
-    ticks = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                text = stat.read()
-        except OSError:
-            continue
-        comm = text[text.index("(") + 1:text.rindex(")")]
-        fields = text[text.rindex(")") + 2:].split()
-        ticks[int(entry)] = (comm, int(fields[11]) + int(fields[12]))
-    return ticks
+    return {pid: (comm, int(fields[11]) + int(fields[12]))
+            for pid, comm, fields in all_proc_stats()}
 
 
 def busy_processes(seconds=2.0):
@@ -241,12 +249,8 @@ def other_postmasters(own_data_dir):
 
 
 def parent_pid(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            text = stat.read()
-    except OSError:
-        return None
-    return int(text[text.rindex(")") + 2:].split()[1])
+    stat = read_proc_stat(pid)
+    return None if stat is None else int(stat[1][1])
 
 
 def children_of(pid):
@@ -263,16 +267,8 @@ def cpu_accounting(postmaster_pid):
     busy = sum(fields[i] for i in (0, 1, 2, 5, 6)) / hz  # user nice system irq softirq
     times = os.times()
     mine = times.user + times.system + times.children_user + times.children_system
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                text = stat.read()
-        except OSError:
-            continue
-        rest = text[text.rindex(")") + 2:].split()
-        if int(entry) == postmaster_pid:  # utime stime cutime cstime (reaped backends)
+    for pid, _, rest in all_proc_stats():
+        if pid == postmaster_pid:  # utime stime cutime cstime (reaped backends)
             mine += sum(int(value) for value in rest[11:15]) / hz
         elif int(rest[1]) == postmaster_pid:  # live children: background processes
             mine += sum(int(value) for value in rest[11:13]) / hz

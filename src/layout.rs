@@ -178,16 +178,9 @@ fn clamp_i64(v: i128) -> i64 {
 }
 
 impl Layout {
+    /// The built-in `'default'` sequence's layout (sql/bootstrap.sql): the classic preset.
     #[cfg(test)]
-    pub const DEFAULT: Layout = Layout {
-        time_bits: 41,
-        node_bits: 0,
-        worker_bits: 10,
-        sequence_bits: 12,
-        gene_bits: 0,
-        time_unit_us: 1_000,
-        epoch_unix_us: 1_735_689_600_000_000,
-    };
+    pub const DEFAULT: Layout = PRESETS[0].1;
 
     pub fn validate(&self) -> Result<(), LayoutError> {
         let total = self.total_bits();
@@ -786,7 +779,15 @@ mod tests {
         for (name, layout) in PRESETS {
             assert_eq!(layout.validate(), Ok(()), "{name}");
         }
-        assert_eq!(preset("classic"), Some(Layout::DEFAULT));
+        // The built-in sequence's row in sql/bootstrap.sql: 41/0/10/12/0 at 1 ms from 2025.
+        let classic = preset("classic").unwrap();
+        let widths = [classic.time_bits, classic.node_bits, classic.worker_bits];
+        assert_eq!(widths, [41, 0, 10]);
+        assert_eq!((classic.sequence_bits, classic.gene_bits), (12, 0));
+        assert_eq!(
+            (classic.time_unit_us, classic.epoch_unix_us),
+            (1_000, 1_735_689_600_000_000)
+        );
         let sharded = preset("sharded").unwrap();
         assert!(sharded.max_value(Field::Node) + 1 >= 64);
         assert!(sharded.max_value(Field::Worker) + 1 >= 256);
