@@ -248,60 +248,54 @@ def other_postmasters(own_data_dir):
     return found
 
 
-def parent_pid(pid):
-    stat = read_proc_stat(pid)
-    return None if stat is None else int(stat[1][1])
-
-
-def children_of(pid):
-    return {int(entry) for entry in os.listdir("/proc")
-            if entry.isdigit() and parent_pid(int(entry)) == pid}
-
-
-def cpu_accounting(postmaster_pid):
-    """(busy CPU seconds of the whole machine, CPU seconds of this run: the runner, its
-    waited-for children, and the postmaster with every backend it reaped)."""
-    hz = os.sysconf("SC_CLK_TCK")
-    with open("/proc/stat") as stat:
-        fields = [int(value) for value in stat.readline().split()[1:]]
-    busy = sum(fields[i] for i in (0, 1, 2, 5, 6)) / hz  # user nice system irq softirq
-    times = os.times()
-    mine = times.user + times.system + times.children_user + times.children_system
-    for pid, _, rest in all_proc_stats():
-        if pid == postmaster_pid:  # utime stime cutime cstime (reaped backends)
-            mine += sum(int(value) for value in rest[11:15]) / hz
-        elif int(rest[1]) == postmaster_pid:  # live children: background processes
-            mine += sum(int(value) for value in rest[11:13]) / hz
-    return busy, mine
+def process_cpu():
+    """{pid: (comm, parent pid, CPU ticks of the process and of the children it reaped)}."""
+    return {pid: (comm, int(fields[1]), sum(int(value) for value in fields[11:15]))
+            for pid, comm, fields in all_proc_stats()}
 
 
 class ForeignCpu:
-    """CPU time that anything but this run used while a benchmark phase ran."""
+    """CPU time that anything but this run used while a benchmark phase ran: the growth of
+    utime+stime+cutime+cstime of every process alive before and after the phase, except this
+    run's own (the runner, its ancestors and descendants, the cluster), plus the whole CPU time
+    of processes started during the phase. Processes that started and ended within it (a
+    compiler, a test) show up in the parent that reaps them. (Machine busy time
+    from /proc/stat is no use here: a session that sleeps in 1 ms steps, as a throttled
+    snowflake_nextval() does, makes the tick-sampled counters report the CPU as busy.)"""
 
     def __init__(self, cluster):
         self.cluster = cluster
         self.phases = {}
 
+    def own_pids(self, processes):
+        children = defaultdict(list)
+        for pid, (_, parent, _) in processes.items():
+            children[parent].append(pid)
+        own, todo = set(), [os.getpid(), self.cluster.postmaster_pid()]
+        while todo:
+            pid = todo.pop()
+            if pid not in own:
+                own.add(pid)
+                todo.extend(children.get(pid, []))
+        pid = os.getpid()
+        while pid in processes and pid > 1:  # ancestors: run.sh, the shell that started it
+            own.add(pid)
+            pid = processes[pid][1]
+        return own
+
     def measure(self, name, run_phase):
-        postmaster = self.cluster.postmaster_pid()
-        children = children_of(postmaster)
-        before, ticks_before, start = cpu_accounting(postmaster), cpu_ticks(), time.monotonic()
+        before, start = process_cpu(), time.monotonic()
         value = run_phase()
         elapsed = time.monotonic() - start
-        # Backends of closed sessions count once the postmaster has reaped them.
-        deadline = time.monotonic() + 5
-        while not children_of(postmaster) <= children and time.monotonic() < deadline:
-            time.sleep(0.05)
-        after, ticks_after = cpu_accounting(postmaster), cpu_ticks()
-        foreign = max((after[0] - before[0]) - (after[1] - before[1]), 0.0)
+        after = process_cpu()
+        own = self.own_pids(before) | self.own_pids(after)
         hz = os.sysconf("SC_CLK_TCK")
-        own = {os.getpid(), postmaster} | {
-            pid for pid in ticks_after if parent_pid(pid) == postmaster}
+        # Processes started during the phase count whole.
         others = sorted(
-            ((ticks_after[pid][1] - ticks_before[pid][1]) / hz, ticks_after[pid][0])
-            for pid in ticks_after if pid in ticks_before and pid not in own)
+            ((after[pid][2] - (before[pid][2] if pid in before else 0)) / hz, after[pid][0])
+            for pid in after if pid not in own)
         self.phases[name] = {
-            "seconds": round(foreign, 1),
+            "seconds": round(sum(secs for secs, _ in others), 1),
             "elapsed": round(elapsed, 1),
             "top": [{"comm": comm, "seconds": round(secs, 1)}
                     for secs, comm in reversed(others[-3:]) if secs >= 0.3],
@@ -946,9 +940,9 @@ def write_markdown(results, path):
             parts.append(f"{name} {phase['seconds']} s in {phase['elapsed']:.0f} s"
                          + (f" ({top})" if top else "")
                          + (" — **disturbed**" if share > 0.05 else ""))
-        w("- CPU used by anything but this run while it measured (machine busy time from "
-          "/proc/stat minus the runner, its children and the cluster; short-lived processes "
-          "such as compilers are not named), per phase: " + "; ".join(parts))
+        w("- CPU used by anything but this run while it measured (growth of the CPU time of "
+          "every other process, including the children each reaped), per phase: "
+          + "; ".join(parts))
     for label, state in (("start", results["machine_before"]), ("end", results["machine_after"])):
         busy = ", ".join(f"{p['comm']} ({p['cpu']:.0%})" for p in state["busy_processes"])
         own = " (includes this run's own load)" if label == "end" else ""
