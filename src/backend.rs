@@ -68,14 +68,19 @@ pub fn catalog_table() -> CatalogTable {
 /// The layout of sequence `name`; raises 42704 when it does not exist.
 pub fn layout_of(name: &str) -> Layout {
     shared_memory::state();
-    BACKEND.with_borrow_mut(|backend| backend.entry(name).layout)
+    BACKEND.with_borrow_mut(|backend| {
+        let index = backend.entry_index(name);
+        backend.sequences[index].layout
+    })
 }
 
 /// Issues the next ID of sequence `name` for this backend, with `gene` in the gene field.
 pub fn next_id(name: &str, gene: Option<i64>) -> i64 {
     let shared = shared_memory::state();
     BACKEND.with_borrow_mut(|backend| {
-        let entry_layout = backend.entry(name).layout;
+        // Looked up once: the gene check needs the layout before a slot is claimed.
+        let index = backend.entry_index(name);
+        let entry_layout = backend.sequences[index].layout;
         let gene = match gene {
             None => 0,
             Some(_) if entry_layout.gene_bits == 0 => raise(
@@ -91,7 +96,7 @@ pub fn next_id(name: &str, gene: Option<i64>) -> i64 {
         };
         let slot_index = *backend.slot.get_or_init(|| claim_slot(shared));
         let slot = &shared.slots()[slot_index];
-        let entry = backend.entry(name);
+        let entry = &mut backend.sequences[index];
         if entry.issuer.is_none() {
             entry.issuer = Some(new_issuer(&entry.name, &entry.layout, slot_index, slot));
         }
@@ -112,12 +117,13 @@ impl Backend {
         self.catalog.get_or_insert_with(catalog::locate)
     }
 
-    fn entry(&mut self, name: &str) -> &mut SequenceEntry {
+    /// Index in `sequences` of sequence `name`'s entry, loading or re-verifying it first.
+    fn entry_index(&mut self, name: &str) -> usize {
         self.catalog(); // notices a committed catalog change first
         let position = self.sequences.iter().position(|entry| entry.name == name);
         if let Some(position) = position {
             if self.sequences[position].verified {
-                return &mut self.sequences[position];
+                return position;
             }
         }
         let catalog = self.catalog().clone();
@@ -145,7 +151,7 @@ impl Backend {
                     entry.issuer = None;
                 }
                 entry.verified = true;
-                entry
+                position
             }
             None => {
                 let entry = SequenceEntry {
@@ -155,7 +161,7 @@ impl Backend {
                     verified: true,
                 };
                 self.sequences.push(entry);
-                self.sequences.last_mut().expect("entry was just pushed")
+                self.sequences.len() - 1
             }
         }
     }
