@@ -1,4 +1,4 @@
-//! This backend's worker slot and its per-sequence generators (design.md §2–§5).
+//! This backend's worker slot and its per-sequence generators (docs/design.md §2–§5).
 //!
 //! The hot path (`next_id` after the first call of a sequence) reads the monotonic clock (the
 //! wall clock only once per tick), a few read-mostly shared atomics, and writes only this
@@ -11,13 +11,15 @@ use std::sync::atomic::Ordering;
 use once_cell::unsync::OnceCell;
 use pgrx::prelude::*;
 
-use crate::catalog::{self, CatalogTable};
-use crate::errors::raise;
-use crate::generator::{Generator, Step};
+use snowflake_id_core::generator::{Generator, Step};
+use snowflake_id_core::layout::{Field, Layout, Parts};
+use snowflake_id_core::slots::{self, Slot};
+
+use crate::catalog::CatalogTable;
+use crate::errors;
 use crate::gucs;
-use crate::layout::{Field, Layout, Parts};
+use crate::sequence_cache::SequenceCache;
 use crate::shared_memory::{self, SharedState};
-use crate::slots::{self, Slot};
 
 /// Longest single sleep while waiting for the clock, so interrupts are served promptly.
 const MAX_SLEEP_US: i64 = 10_000;
@@ -39,39 +41,32 @@ struct Issuer {
     wall_checked_tick: Option<u64>,
 }
 
-struct SequenceEntry {
-    name: String,
-    layout: Layout,
-    issuer: Option<Issuer>,
-    /// False after the catalog changed: re-read the layout before the next use.
-    verified: bool,
-}
-
-#[derive(Default)]
 struct Backend {
-    catalog: Option<CatalogTable>,
     /// Index of the worker slot this backend holds from its first ID until it exits.
     slot: OnceCell<usize>,
-    sequences: Vec<SequenceEntry>,
+    /// Each sequence's layout, with this backend's issuer for it once it made an ID.
+    sequences: SequenceCache<Issuer>,
 }
 
 thread_local! {
     // PostgreSQL backends are single-threaded; the thread-local is this backend's state.
-    static BACKEND: RefCell<Backend> = RefCell::new(Backend::default());
+    static BACKEND: RefCell<Backend> = const {
+        RefCell::new(Backend {
+            slot: OnceCell::new(),
+            sequences: SequenceCache::new(),
+        })
+    };
 }
 
 /// Where the catalog table is (looked up once per backend, again after it changed).
 pub fn catalog_table() -> CatalogTable {
-    BACKEND.with_borrow_mut(|backend| backend.catalog().clone())
+    BACKEND.with_borrow_mut(|backend| backend.sequences.catalog_table().clone())
 }
 
 /// The layout of sequence `name`; raises 42704 when it does not exist.
 pub fn layout_of(name: &str) -> Layout {
     shared_memory::state();
-    BACKEND.with_borrow_mut(|backend| {
-        let index = backend.entry_index(name);
-        backend.sequences[index].layout
-    })
+    BACKEND.with_borrow_mut(|backend| backend.sequences.entry(name).layout)
 }
 
 /// Issues the next ID of sequence `name` for this backend, with `gene` in the gene field.
@@ -79,92 +74,21 @@ pub fn next_id(name: &str, gene: Option<i64>) -> i64 {
     let shared = shared_memory::state();
     BACKEND.with_borrow_mut(|backend| {
         // Looked up once: the gene check needs the layout before a slot is claimed.
-        let index = backend.entry_index(name);
-        let entry_layout = backend.sequences[index].layout;
+        let entry = backend.sequences.entry(name);
+        let layout = entry.layout;
         let gene = match gene {
             None => 0,
-            Some(_) if entry_layout.gene_bits == 0 => raise(
-                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-                format!("snowflake sequence \"{name}\" has no gene bits"),
-                Some(format!(
-                    "Call snowflake_nextval('{name}') without a key, or create a sequence with \
-                     gene_bits."
-                )),
-            ),
+            Some(_) if layout.gene_bits == 0 => errors::no_gene_bits(name).raise(),
             // The key's low bits, two's complement for negative keys.
-            Some(key) => key as u64 & entry_layout.max_value(Field::Gene),
+            Some(key) => key as u64 & layout.max_value(Field::Gene),
         };
         let slot_index = *backend.slot.get_or_init(|| claim_slot(shared));
         let slot = &shared.slots()[slot_index];
-        let entry = &mut backend.sequences[index];
-        if entry.issuer.is_none() {
-            entry.issuer = Some(new_issuer(&entry.name, &entry.layout, slot_index, slot));
-        }
-        let layout = entry.layout;
-        let issuer = entry.issuer.as_mut().expect("issuer was just set");
-        issue(shared, slot, &entry.name, &layout, issuer, gene)
+        let issuer = entry
+            .state
+            .get_or_insert_with(|| new_issuer(name, &layout, slot_index, slot));
+        issue(shared, slot, name, &layout, issuer, gene)
     })
-}
-
-impl Backend {
-    fn catalog(&mut self) -> &CatalogTable {
-        if catalog::take_changed() {
-            self.catalog = None;
-            self.sequences
-                .iter_mut()
-                .for_each(|entry| entry.verified = false);
-        }
-        self.catalog.get_or_insert_with(catalog::locate)
-    }
-
-    /// Index in `sequences` of sequence `name`'s entry, loading or re-verifying it first.
-    fn entry_index(&mut self, name: &str) -> usize {
-        self.catalog(); // notices a committed catalog change first
-        let position = self.sequences.iter().position(|entry| entry.name == name);
-        if let Some(position) = position {
-            if self.sequences[position].verified {
-                return position;
-            }
-        }
-        let catalog = self.catalog().clone();
-        let Some(layout) = catalog::load_layout(&catalog, name) else {
-            if let Some(position) = position {
-                self.sequences.remove(position);
-            }
-            raise(
-                PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
-                format!("snowflake sequence \"{name}\" does not exist"),
-                Some(format!(
-                    "SELECT name FROM {}.snowflake_sequences lists the sequences; \
-                     snowflake_create_sequence() creates one.",
-                    catalog.schema
-                )),
-            )
-        };
-        match position {
-            Some(position) => {
-                let entry = &mut self.sequences[position];
-                if entry.layout != layout {
-                    // Dropped and created again with another layout: a new generator starts
-                    // after the slot's floor, so it cannot repeat the old one's ticks.
-                    entry.layout = layout;
-                    entry.issuer = None;
-                }
-                entry.verified = true;
-                position
-            }
-            None => {
-                let entry = SequenceEntry {
-                    name: name.to_owned(),
-                    layout,
-                    issuer: None,
-                    verified: true,
-                };
-                self.sequences.push(entry);
-                self.sequences.len() - 1
-            }
-        }
-    }
 }
 
 fn claim_slot(shared: &'static SharedState) -> usize {
@@ -177,11 +101,7 @@ fn claim_slot(shared: &'static SharedState) -> usize {
         )
     };
     if in_recovery {
-        raise(
-            PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
-            "cannot execute snowflake_nextval() during recovery".into(),
-            Some("Generate IDs on the primary server; a standby only reads them.".into()),
-        );
+        errors::during_recovery().raise();
     }
     let now = shared.read_clock().now_unix_us;
     match slots::claim(
@@ -199,18 +119,7 @@ fn claim_slot(shared: &'static SharedState) -> usize {
             };
             claim.index
         }
-        Err(exhausted) => raise(
-            PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
-            format!(
-                "all {} snowflake worker slots are in use ({} held by live sessions)",
-                exhausted.capacity, exhausted.in_use
-            ),
-            Some(
-                "Raise snowflake.max_workers in postgresql.conf (restart required), or generate \
-                 IDs from fewer concurrent sessions (a session holds its slot until it exits)."
-                    .into(),
-            ),
-        ),
+        Err(exhausted) => errors::slots_exhausted(exhausted.capacity, exhausted.in_use).raise(),
     }
 }
 
@@ -233,49 +142,14 @@ fn new_issuer(name: &str, layout: &Layout, slot_index: usize, slot: &Slot) -> Is
     let node_id = gucs::NODE_ID.get();
     let node = match (node_id, layout.node_bits) {
         (gucs::NODE_ID_UNSET, 0) => 0,
-        (gucs::NODE_ID_UNSET, _) => raise(
-            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            format!("snowflake sequence \"{name}\" needs snowflake.node_id, which is not set"),
-            Some(format!(
-                "Set snowflake.node_id in postgresql.conf to this cluster's unique node number \
-                 (0 to {}) and restart PostgreSQL.",
-                layout.max_value(Field::Node)
-            )),
-        ),
+        (gucs::NODE_ID_UNSET, _) => errors::node_id_unset(name, layout).raise(),
         (id, _) if layout.fits(Field::Node, id as u64) => id as u64,
-        (id, bits) => raise(
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            format!(
-                "snowflake.node_id = {id} does not fit the {bits} node bits of snowflake \
-                 sequence \"{name}\""
-            ),
-            Some(if bits == 0 {
-                "This sequence has no node bits: use a sequence with node bits (preset \
-                 'sharded') for multi-node setups, or unset snowflake.node_id."
-                    .into()
-            } else {
-                format!(
-                    "Node ids of this sequence range from 0 to {}.",
-                    layout.max_value(Field::Node)
-                )
-            }),
-        ),
+        (id, _) => errors::node_id_does_not_fit(name, layout, id).raise(),
     };
     let worker = slot_index as u64;
     if !layout.fits(Field::Worker, worker) {
-        raise(
-            PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
-            format!(
-                "worker slot {worker} does not fit the {} worker bits of snowflake sequence \
-                 \"{name}\" ({} slots in use)",
-                layout.worker_bits,
-                slots::in_use(shared_memory::state().slots())
-            ),
-            Some(format!(
-                "Use at most {} concurrent generating sessions, or a layout with more worker bits.",
-                layout.max_value(Field::Worker) + 1
-            )),
-        );
+        let in_use = slots::in_use(shared_memory::state().slots());
+        errors::worker_does_not_fit(name, layout, worker, in_use).raise();
     }
     // The floor covers every tick previous holders of the slot used, and every tick this
     // backend used in any sequence so far.
@@ -350,16 +224,10 @@ fn issue(
                 unsafe { pg_sys::pg_usleep(wait_us) };
                 pg_sys::check_for_interrupts!();
             }
-            Step::TimeExhausted => raise(
-                PgSqlErrorCode::ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
-                format!(
-                    "snowflake sequence \"{name}\" has run out of time: its {}-bit time field \
-                     ended at {}",
-                    layout.time_bits,
-                    format_unix_us(layout.exhausted_at_unix_us())
-                ),
-                Some("Create a new sequence with a later epoch or more time bits.".into()),
-            ),
+            Step::TimeExhausted => {
+                let exhausted_at = format_unix_us(layout.exhausted_at_unix_us());
+                errors::time_exhausted(name, layout, &exhausted_at).raise()
+            }
         }
     }
 }

@@ -1,12 +1,11 @@
 //! The extension's catalog table of sequence layouts (`sql/bootstrap.sql`): reading, creating
-//! and dropping sequences, and telling other backends when it changes.
-
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+//! and dropping sequences, and telling other backends when it changes (their
+//! `sequence_cache` notices it).
 
 use pgrx::prelude::*;
+use snowflake_id_core::layout::Layout;
 
-use crate::errors::raise;
-use crate::layout::Layout;
+use crate::errors;
 
 /// Where the catalog table is: its schema (quoted for SQL text) and its OID.
 #[derive(Clone)]
@@ -15,19 +14,13 @@ pub struct CatalogTable {
     oid: pg_sys::Oid,
 }
 
-/// Set by the relcache callback when the catalog table may have changed (a sequence was
-/// created or dropped and committed, or the extension was dropped).
-static CHANGED: AtomicBool = AtomicBool::new(false);
-/// OID of the catalog table the callback watches (0 until looked up).
-static WATCHED_OID: AtomicU32 = AtomicU32::new(0);
-static CALLBACK_REGISTERED: AtomicBool = AtomicBool::new(false);
-
-/// Whether the catalog changed since the last call (clears the flag).
-pub fn take_changed() -> bool {
-    CHANGED.load(Ordering::Relaxed) && CHANGED.swap(false, Ordering::Relaxed)
+impl CatalogTable {
+    pub fn oid(&self) -> pg_sys::Oid {
+        self.oid
+    }
 }
 
-/// Finds the catalog table and starts watching it for changes.
+/// Finds the catalog table of this database's extension.
 pub fn locate() -> CatalogTable {
     // A read-only select: Spi::get_* would mark the transaction as writing and take a
     // transaction id, which a hot standby or a parallel worker cannot do.
@@ -47,32 +40,9 @@ pub fn locate() -> CatalogTable {
         table.first().get_two::<String, pg_sys::Oid>().map(Some)
     });
     let Ok(Some((Some(schema), Some(oid)))) = found else {
-        raise(
-            PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
-            "extension \"snowflake_id\" is not installed in this database".into(),
-            Some("Run CREATE EXTENSION snowflake_id;".into()),
-        )
+        errors::extension_not_installed().raise()
     };
-    WATCHED_OID.store(oid.to_u32(), Ordering::Relaxed);
-    if !CALLBACK_REGISTERED.swap(true, Ordering::Relaxed) {
-        // SAFETY: registers a plain function for the life of this backend; PostgreSQL calls
-        // it while processing invalidation messages, and it only stores to atomics.
-        unsafe {
-            pg_sys::CacheRegisterRelcacheCallback(
-                Some(on_relcache_invalidation),
-                pg_sys::Datum::from(0),
-            )
-        };
-    }
     CatalogTable { schema, oid }
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn on_relcache_invalidation(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
-    let watched = WATCHED_OID.load(Ordering::Relaxed);
-    if relid == pg_sys::InvalidOid || relid.to_u32() == watched {
-        CHANGED.store(true, Ordering::Relaxed);
-    }
 }
 
 /// The layout of sequence `name`, or None when no such sequence exists.
@@ -103,18 +73,13 @@ pub fn load_layout(catalog: &CatalogTable, name: &str) -> Option<Layout> {
         }))
     })
     .unwrap_or_else(|error| {
-        raise(
-            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
-            format!("could not read snowflake sequence \"{name}\": {error}"),
-            None,
-        )
+        errors::internal(format!(
+            "could not read snowflake sequence \"{name}\": {error}"
+        ))
+        .raise()
     })?;
     if let Err(problem) = layout.validate() {
-        raise(
-            PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
-            format!("snowflake sequence \"{name}\" has an invalid layout: {problem}"),
-            Some("The catalog table was changed by hand; recreate the sequence.".into()),
-        );
+        errors::stored_layout_invalid(name, &problem).raise();
     }
     Some(layout)
 }
@@ -142,18 +107,13 @@ pub fn insert(catalog: &CatalogTable, name: &str, preset: &str, layout: &Layout)
     ];
     let inserted = Spi::connect_mut(|client| client.update(&query, None, &args).map(|t| t.len()))
         .unwrap_or_else(|error| {
-            raise(
-                PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
-                format!("could not create snowflake sequence \"{name}\": {error}"),
-                None,
-            )
+            errors::internal(format!(
+                "could not create snowflake sequence \"{name}\": {error}"
+            ))
+            .raise()
         });
     if inserted == 0 {
-        raise(
-            PgSqlErrorCode::ERRCODE_DUPLICATE_OBJECT,
-            format!("snowflake sequence \"{name}\" already exists"),
-            Some("Choose another name; a layout never changes once created.".into()),
-        );
+        errors::sequence_exists(name).raise();
     }
     announce_change(catalog);
 }
@@ -167,11 +127,10 @@ pub fn delete(catalog: &CatalogTable, name: &str) -> bool {
     let deleted =
         Spi::connect_mut(|client| client.update(&query, None, &[name.into()]).map(|t| t.len()))
             .unwrap_or_else(|error| {
-                raise(
-                    PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
-                    format!("could not drop snowflake sequence \"{name}\": {error}"),
-                    None,
-                )
+                errors::internal(format!(
+                    "could not drop snowflake sequence \"{name}\": {error}"
+                ))
+                .raise()
             });
     if deleted > 0 {
         announce_change(catalog);

@@ -1,22 +1,47 @@
-//! Raising PostgreSQL errors with a SQLSTATE, a message naming the object, and a hint.
+//! Every error the extension raises, in one place: a SQLSTATE, a message that names the object,
+//! and a hint where there is a fix. The README's error table lists exactly the SQLSTATEs used
+//! here (checked by pgrx-tests/tests/error_table.rs), so every raise goes through this file.
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
+use snowflake_id_core::layout::{DecodeError, Field, Layout};
+use snowflake_id_core::reservation;
+use snowflake_id_core::sequence_options::OptionsError;
 
-/// Raises an ERROR; pgrx turns the unwind into `ereport` at the function boundary, so no Rust
-/// panic crosses into PostgreSQL.
-pub fn raise(code: PgSqlErrorCode, message: String, hint: Option<String>) -> ! {
-    let mut report = ErrorReport::new(code, message, "snowflake_id");
-    if let Some(hint) = hint {
-        report = report.set_hint(hint);
-    }
-    report.report(PgLogLevel::ERROR);
-    unreachable!("ereport(ERROR) returned")
+/// An error about to be raised.
+#[must_use = "an error does nothing until it is raised"]
+pub struct Error {
+    code: PgSqlErrorCode,
+    message: String,
+    hint: Option<String>,
 }
 
-/// The error every function raises when the library was not preloaded (design.md §4).
-pub fn not_preloaded() -> ! {
-    raise(
+impl Error {
+    fn new(code: PgSqlErrorCode, message: String, hint: Option<String>) -> Error {
+        Error {
+            code,
+            message,
+            hint,
+        }
+    }
+
+    /// Raises the ERROR; pgrx turns the unwind into `ereport` at the function boundary, so no
+    /// Rust panic crosses into PostgreSQL.
+    pub fn raise(self) -> ! {
+        let mut report = ErrorReport::new(self.code, self.message, "snowflake_id");
+        if let Some(hint) = self.hint {
+            report = report.set_hint(hint);
+        }
+        report.report(PgLogLevel::ERROR);
+        unreachable!("ereport(ERROR) returned")
+    }
+}
+
+// Setup and configuration.
+
+/// Raised by every function when the library was not preloaded (docs/design.md §4).
+pub fn not_preloaded() -> Error {
+    Error::new(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         "snowflake_id must be loaded via shared_preload_libraries".into(),
         Some(
@@ -25,4 +50,233 @@ pub fn not_preloaded() -> ! {
                 .into(),
         ),
     )
+}
+
+pub fn extension_not_installed() -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
+        "extension \"snowflake_id\" is not installed in this database".into(),
+        Some("Run CREATE EXTENSION snowflake_id;".into()),
+    )
+}
+
+pub fn node_id_unset(sequence: &str, layout: &Layout) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("snowflake sequence \"{sequence}\" needs snowflake.node_id, which is not set"),
+        Some(format!(
+            "Set snowflake.node_id in postgresql.conf to this cluster's unique node number \
+             (0 to {}) and restart PostgreSQL.",
+            layout.max_value(Field::Node)
+        )),
+    )
+}
+
+pub fn node_id_does_not_fit(sequence: &str, layout: &Layout, node_id: i32) -> Error {
+    let bits = layout.node_bits;
+    Error::new(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!(
+            "snowflake.node_id = {node_id} does not fit the {bits} node bits of snowflake \
+             sequence \"{sequence}\""
+        ),
+        Some(if bits == 0 {
+            "This sequence has no node bits: use a sequence with node bits (preset \
+             'sharded') for multi-node setups, or unset snowflake.node_id."
+                .into()
+        } else {
+            format!(
+                "Node ids of this sequence range from 0 to {}.",
+                layout.max_value(Field::Node)
+            )
+        }),
+    )
+}
+
+// Worker slots.
+
+pub fn during_recovery() -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
+        "cannot execute snowflake_nextval() during recovery".into(),
+        Some("Generate IDs on the primary server; a standby only reads them.".into()),
+    )
+}
+
+pub fn slots_exhausted(capacity: usize, in_use: usize) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+        format!(
+            "all {capacity} snowflake worker slots are in use ({in_use} held by live sessions)"
+        ),
+        Some(
+            "Raise snowflake.max_workers in postgresql.conf (restart required), or generate \
+             IDs from fewer concurrent sessions (a session holds its slot until it exits)."
+                .into(),
+        ),
+    )
+}
+
+pub fn worker_does_not_fit(sequence: &str, layout: &Layout, worker: u64, in_use: usize) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+        format!(
+            "worker slot {worker} does not fit the {} worker bits of snowflake sequence \
+             \"{sequence}\" ({in_use} slots in use)",
+            layout.worker_bits
+        ),
+        Some(format!(
+            "Use at most {} concurrent generating sessions, or a layout with more worker bits.",
+            layout.max_value(Field::Worker) + 1
+        )),
+    )
+}
+
+// Sequences.
+
+pub fn sequence_not_found(sequence: &str, extension_schema: &str) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
+        format!("snowflake sequence \"{sequence}\" does not exist"),
+        Some(format!(
+            "SELECT name FROM {extension_schema}.snowflake_sequences lists the sequences; \
+             snowflake_create_sequence() creates one."
+        )),
+    )
+}
+
+pub fn sequence_exists(sequence: &str) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_DUPLICATE_OBJECT,
+        format!("snowflake sequence \"{sequence}\" already exists"),
+        Some("Choose another name; a layout never changes once created.".into()),
+    )
+}
+
+pub fn cannot_drop_default() -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST,
+        "cannot drop snowflake sequence \"default\": it is part of the extension".into(),
+        Some("DROP EXTENSION snowflake_id removes it.".into()),
+    )
+}
+
+pub fn null_sequence_name() -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+        "snowflake sequence name must not be NULL".into(),
+        None,
+    )
+}
+
+pub fn invalid_sequence_name(sequence: &str, max_bytes: usize) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!(
+            "invalid snowflake sequence name \"{sequence}\": name must be 1 to {max_bytes} bytes"
+        ),
+        None,
+    )
+}
+
+pub fn invalid_options(sequence: &str, problem: &OptionsError) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("invalid layout for snowflake sequence \"{sequence}\": {problem}"),
+        problem.hint(),
+    )
+}
+
+pub fn no_gene_bits(sequence: &str) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("snowflake sequence \"{sequence}\" has no gene bits"),
+        Some(format!(
+            "Call snowflake_nextval('{sequence}') without a key, or create a sequence with \
+             gene_bits."
+        )),
+    )
+}
+
+/// `exhausted_at` is the end of the time field, already formatted as a timestamp.
+pub fn time_exhausted(sequence: &str, layout: &Layout, exhausted_at: &str) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
+        format!(
+            "snowflake sequence \"{sequence}\" has run out of time: its {}-bit time field ended \
+             at {exhausted_at}",
+            layout.time_bits
+        ),
+        Some("Create a new sequence with a later epoch or more time bits.".into()),
+    )
+}
+
+pub fn stored_layout_invalid(sequence: &str, problem: &dyn std::fmt::Display) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+        format!("snowflake sequence \"{sequence}\" has an invalid layout: {problem}"),
+        Some("The catalog table was changed by hand; recreate the sequence.".into()),
+    )
+}
+
+// Decoding.
+
+pub fn not_an_id_of(sequence: &str, id: i64, problem: &DecodeError) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+        format!("{id} is not an ID of snowflake sequence \"{sequence}\": {problem}"),
+        Some("Pass the name of the sequence that made the ID as the second argument.".into()),
+    )
+}
+
+pub fn time_out_of_range(sequence: &str) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
+        format!("the time of this ID of snowflake sequence \"{sequence}\" is out of range"),
+        None,
+    )
+}
+
+// The reservation file (docs/design.md §5).
+
+pub fn reservation_not_written(path: &str, error: &std::io::Error) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_IO_ERROR,
+        format!("could not write snowflake reservation file \"{path}\": {error}"),
+        Some("No ID was issued. Check the data directory's free space and permissions.".into()),
+    )
+}
+
+pub fn reservation_unusable(path: &str, why: &reservation::ReadError) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+        format!("snowflake reservation file \"{path}\" is unusable: {why}"),
+        reservation_unusable_hint(),
+    )
+}
+
+/// The file was unusable at startup but reads fine now: IDs stay refused until a restart.
+pub fn reservation_was_unusable(path: &str) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+        format!(
+            "snowflake reservation file \"{path}\" is unusable: it was unreadable or corrupt \
+             when the server started"
+        ),
+        reservation_unusable_hint(),
+    )
+}
+
+fn reservation_unusable_hint() -> Option<String> {
+    Some(
+        "IDs are refused because the last reserved time is unknown. Restore the file from a \
+         backup, or write a time later than any ID issued (see README, \"Guarantees\") and \
+         restart the server."
+            .into(),
+    )
+}
+
+/// A failure inside PostgreSQL that the caller cannot fix (an SPI or type-system error).
+pub fn internal(message: String) -> Error {
+    Error::new(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, message, None)
 }

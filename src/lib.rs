@@ -1,20 +1,18 @@
 //! snowflake_id: Snowflake-style 64-bit IDs generated inside PostgreSQL.
 //!
-//! Pure logic (no pgrx): `layout`, `generator`, `slots`, `cluster_clock`, `reservation`.
-//! PostgreSQL glue: `gucs`, `shared_memory`, `catalog`, `backend`, `sql_api`, `errors`.
+//! This crate is the PostgreSQL glue only (docs/design.md §7); everything that decides an ID's
+//! value is in the pure core crate `snowflake_id_core` (crates/snowflake_id_core).
+//! Glue files, named by what they face: `gucs`, `shared_memory`, `catalog`, `sequence_cache`,
+//! `backend`, `sql_api`, `errors`.
 
 use pgrx::prelude::*;
 
 mod backend;
 mod catalog;
-mod cluster_clock;
 mod errors;
-mod generator;
 mod gucs;
-mod layout;
-mod reservation;
+mod sequence_cache;
 mod shared_memory;
-mod slots;
 mod sql_api;
 
 #[cfg(any(test, feature = "pg_test"))]

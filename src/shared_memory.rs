@@ -1,5 +1,5 @@
 //! The shared-memory segment: cluster clock, reservation state, counters and the worker slot
-//! table (design.md §3–§5).
+//! table (docs/design.md §3–§5).
 
 use std::mem::size_of;
 use std::path::Path;
@@ -8,11 +8,12 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, Ordering};
 use once_cell::sync::OnceCell;
 use pgrx::prelude::*;
 
-use crate::cluster_clock::{ClusterClock, Reading};
-use crate::errors::{self, raise};
+use snowflake_id_core::cluster_clock::{ClusterClock, Reading};
+use snowflake_id_core::reservation;
+use snowflake_id_core::slots::Slot;
+
+use crate::errors;
 use crate::gucs;
-use crate::reservation;
-use crate::slots::Slot;
 
 /// A wall clock whose lag behind the cluster clock grows by more than this counts as a backward
 /// step. Smaller changes are read jitter or a backend paused between its two clock reads; NTP
@@ -32,7 +33,7 @@ pub struct Counters {
     pub reservation_writes: AtomicU64,
 }
 
-/// The durable high-water mark (design.md §5), read on every new tick, written about once per
+/// The durable high-water mark (docs/design.md §5), read on every new tick, written about once per
 /// `snowflake.reserve_ahead`.
 #[repr(C, align(64))]
 pub struct Reservation {
@@ -143,24 +144,14 @@ impl SharedState {
         // SAFETY: we acquired this lock above.
         unsafe { pg_sys::LWLockRelease(lock) };
         if let Err(error) = result {
-            raise(
-                PgSqlErrorCode::ERRCODE_IO_ERROR,
-                format!(
-                    "could not write snowflake reservation file \"{}\": {error}",
-                    reservation_path()
-                ),
-                Some(
-                    "No ID was issued. Check the data directory's free space and permissions."
-                        .into(),
-                ),
-            );
+            errors::reservation_not_written(&reservation_path(), &error).raise();
         }
     }
 }
 
 /// The shared state, or the "add shared_preload_libraries" error.
 pub fn state() -> &'static SharedState {
-    try_state().unwrap_or_else(|| errors::not_preloaded())
+    try_state().unwrap_or_else(|| errors::not_preloaded().raise())
 }
 
 pub fn try_state() -> Option<&'static SharedState> {
@@ -196,23 +187,11 @@ fn reservation_path() -> String {
 }
 
 fn reservation_broken() -> ! {
-    let why = match reservation::read(Path::new(".")) {
-        Err(error) => error.to_string(),
-        Ok(_) => "it was unreadable or corrupt when the server started".to_owned(),
-    };
-    raise(
-        PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
-        format!(
-            "snowflake reservation file \"{}\" is unusable: {why}",
-            reservation_path()
-        ),
-        Some(
-            "IDs are refused because the last reserved time is unknown. Restore the file from a \
-             backup, or write a time later than any ID issued (see README, \"Guarantees\") and \
-             restart the server."
-                .into(),
-        ),
-    )
+    let path = reservation_path();
+    match reservation::read(Path::new(".")) {
+        Err(why) => errors::reservation_unusable(&path, &why).raise(),
+        Ok(_) => errors::reservation_was_unusable(&path).raise(),
+    }
 }
 
 fn slot_count() -> usize {
@@ -273,7 +252,7 @@ unsafe extern "C-unwind" fn init_shared_memory() {
             let slot_count = slot_count();
             let lock = &raw mut (*pg_sys::GetNamedLWLockTranche(SEGMENT_NAME.as_ptr())).lock;
             // A restart (clean or after a crash) continues after the persisted reservation,
-            // whatever the wall clock says now (design.md §5).
+            // whatever the wall clock says now (docs/design.md §5).
             let (floor, broken) = match reservation::read(Path::new(".")) {
                 Ok(Some(until)) => (until, false),
                 Ok(None) => (i64::MIN, false),

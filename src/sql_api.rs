@@ -1,15 +1,16 @@
-//! The SQL functions (design.md §6).
+//! The SQL functions (docs/design.md §6).
 
 use std::sync::atomic::Ordering;
 
 use pgrx::prelude::*;
+use snowflake_id_core::layout::{Layout, Parts};
+use snowflake_id_core::sequence_options::{self, SequenceOptions};
+use snowflake_id_core::slots;
 
 use crate::backend::{self, POSTGRES_EPOCH_UNIX_US};
 use crate::catalog;
-use crate::errors::raise;
-use crate::layout::{self, Layout, PRESETS};
+use crate::errors;
 use crate::shared_memory;
-use crate::slots;
 
 /// Longest sequence name: PostgreSQL's identifier length.
 const MAX_NAME_BYTES: usize = 63;
@@ -36,7 +37,7 @@ fn snowflake_decode(
     let parts = decompose(seq, &layout, id);
     let type_name = format!("{}.snowflake_parts", backend::catalog_table().schema);
     let mut tuple = PgHeapTuple::new_composite_type(&type_name)
-        .unwrap_or_else(|error| raise_internal(format!("type {type_name}: {error}")));
+        .unwrap_or_else(|error| errors::internal(format!("type {type_name}: {error}")).raise());
     let ts = timestamptz(seq, layout.tick_start_unix_us(parts.tick));
     let fields = [
         ("node", parts.node),
@@ -46,13 +47,13 @@ fn snowflake_decode(
     ];
     tuple
         .set_by_name("ts", ts)
-        .unwrap_or_else(|error| raise_internal(format!("field ts: {error}")));
+        .unwrap_or_else(|error| errors::internal(format!("field ts: {error}")).raise());
     for (name, value) in fields {
-        // Layouts keep these fields within 31 bits (layout::MAX_FIELD_BITS).
+        // Layouts keep these fields within 31 bits (snowflake_id_core::layout::MAX_FIELD_BITS).
         let value = i32::try_from(value).unwrap_or(i32::MAX);
         tuple
             .set_by_name(name, value)
-            .unwrap_or_else(|error| raise_internal(format!("field {name}: {error}")));
+            .unwrap_or_else(|error| errors::internal(format!("field {name}: {error}")).raise());
     }
     tuple
 }
@@ -106,62 +107,24 @@ fn snowflake_create_sequence(
 ) {
     shared_memory::state();
     let name = checked_name(name);
-    let preset = preset.unwrap_or_else(|| invalid(name, "preset must not be NULL".into(), None));
-    let Some(mut layout) = layout::preset(preset) else {
-        let names: Vec<&str> = PRESETS.iter().map(|(name, _)| *name).collect();
-        invalid(
-            name,
-            format!("unknown preset \"{preset}\""),
-            Some(format!("Presets: {}.", names.join(", "))),
-        )
+    let options = SequenceOptions {
+        preset,
+        epoch_unix_us: epoch.map(unix_us),
+        time_unit: time_unit.map(|unit| sequence_options::Interval {
+            months: unit.months(),
+            days: unit.days(),
+            micros: unit.micros(),
+        }),
+        time_bits,
+        node_bits,
+        worker_bits,
+        sequence_bits,
+        gene_bits,
     };
-    for (field, value, target) in [
-        ("time_bits", time_bits, &mut layout.time_bits),
-        ("node_bits", node_bits, &mut layout.node_bits),
-        ("worker_bits", worker_bits, &mut layout.worker_bits),
-        ("sequence_bits", sequence_bits, &mut layout.sequence_bits),
-        ("gene_bits", gene_bits, &mut layout.gene_bits),
-    ] {
-        if let Some(value) = value {
-            *target = u8::try_from(value)
-                .ok()
-                .filter(|bits| u32::from(*bits) <= layout::MAX_TOTAL_BITS)
-                .unwrap_or_else(|| {
-                    invalid(
-                        name,
-                        format!("{field} = {value} is out of range (0 to 63)"),
-                        None,
-                    )
-                });
-        }
-    }
-    if let Some(unit) = time_unit {
-        let unit_us = (unit.months() == 0)
-            .then(|| i64::from(unit.days()) * 86_400_000_000 + unit.micros())
-            .filter(|us| layout::ALLOWED_TIME_UNITS_US.contains(us))
-            .unwrap_or_else(|| {
-                invalid(
-                    name,
-                    "time_unit must be 1 ms, 10 ms, 100 ms or 1 s".into(),
-                    Some("For example time_unit => interval '10 ms'.".into()),
-                )
-            });
-        layout.time_unit_us = unit_us;
-    }
-    if let Some(epoch) = epoch {
-        let epoch_unix_us = unix_us(epoch);
-        if epoch_unix_us > shared_memory::state().read_clock().now_unix_us {
-            invalid(
-                name,
-                "epoch is in the future".into(),
-                Some("Use an epoch at or before now.".into()),
-            );
-        }
-        layout.epoch_unix_us = epoch_unix_us;
-    }
-    if let Err(problem) = layout.validate() {
-        invalid(name, problem.to_string(), None);
-    }
+    let layout = options
+        .resolve(|| shared_memory::state().read_clock().now_unix_us)
+        .unwrap_or_else(|problem| errors::invalid_options(name, &problem).raise());
+    let preset = options.preset.unwrap_or_default(); // resolve() refused a NULL preset
     catalog::insert(&backend::catalog_table(), name, preset, &layout);
 }
 
@@ -172,18 +135,11 @@ fn snowflake_create_sequence(
 fn snowflake_drop_sequence(name: &str) {
     shared_memory::state();
     if name == "default" {
-        raise(
-            PgSqlErrorCode::ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST,
-            "cannot drop snowflake sequence \"default\": it is part of the extension".into(),
-            Some("DROP EXTENSION snowflake_id removes it.".into()),
-        );
+        errors::cannot_drop_default().raise();
     }
-    if !catalog::delete(&backend::catalog_table(), name) {
-        raise(
-            PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
-            format!("snowflake sequence \"{name}\" does not exist"),
-            None,
-        );
+    let catalog = backend::catalog_table();
+    if !catalog::delete(&catalog, name) {
+        errors::sequence_not_found(name, &catalog.schema).raise();
     }
 }
 
@@ -287,54 +243,21 @@ fn unix_us(ts: TimestampWithTimeZone) -> i64 {
     pg_sys::TimestampTz::from(ts).saturating_add(POSTGRES_EPOCH_UNIX_US)
 }
 
-fn decompose(seq: &str, layout: &Layout, id: i64) -> layout::Parts {
-    layout.decompose(id).unwrap_or_else(|problem| {
-        raise(
-            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
-            format!("{id} is not an ID of snowflake sequence \"{seq}\": {problem}"),
-            Some("Pass the name of the sequence that made the ID as the second argument.".into()),
-        )
-    })
+fn decompose(seq: &str, layout: &Layout, id: i64) -> Parts {
+    layout
+        .decompose(id)
+        .unwrap_or_else(|problem| errors::not_an_id_of(seq, id, &problem).raise())
 }
 
 fn timestamptz(seq: &str, unix_us: i64) -> TimestampWithTimeZone {
-    TimestampWithTimeZone::try_from(unix_us.saturating_sub(POSTGRES_EPOCH_UNIX_US)).unwrap_or_else(
-        |_| {
-            raise(
-                PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
-                format!("the time of this ID of snowflake sequence \"{seq}\" is out of range"),
-                None,
-            )
-        },
-    )
+    TimestampWithTimeZone::try_from(unix_us.saturating_sub(POSTGRES_EPOCH_UNIX_US))
+        .unwrap_or_else(|_| errors::time_out_of_range(seq).raise())
 }
 
 fn checked_name(name: Option<&str>) -> &str {
-    let name = name.unwrap_or_else(|| {
-        raise(
-            PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
-            "snowflake sequence name must not be NULL".into(),
-            None,
-        )
-    });
+    let name = name.unwrap_or_else(|| errors::null_sequence_name().raise());
     if name.is_empty() || name.len() > MAX_NAME_BYTES {
-        raise(
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            format!("invalid snowflake sequence name \"{name}\": name must be 1 to {MAX_NAME_BYTES} bytes"),
-            None,
-        );
+        errors::invalid_sequence_name(name, MAX_NAME_BYTES).raise();
     }
     name
-}
-
-fn invalid(name: &str, problem: String, hint: Option<String>) -> ! {
-    raise(
-        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-        format!("invalid layout for snowflake sequence \"{name}\": {problem}"),
-        hint,
-    )
-}
-
-fn raise_internal(message: String) -> ! {
-    raise(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, message, None)
 }

@@ -1,4 +1,4 @@
-//! The reservation file (design.md §5): a time that no issued ID's tick exceeds, kept in the
+//! The reservation file (docs/design.md §5): a time that no issued ID's tick exceeds, kept in the
 //! data directory so it survives restarts and crashes. Plain Rust file I/O, no pgrx, so it is
 //! tested with ordinary unit tests.
 //!
@@ -31,7 +31,7 @@ impl fmt::Display for ReadError {
     }
 }
 
-fn encode(reserved_until_unix_us: i64) -> String {
+pub fn encode(reserved_until_unix_us: i64) -> String {
     format!("{HEADER}\n{KEY}{reserved_until_unix_us}\n")
 }
 

@@ -369,7 +369,7 @@ impl Layout {
 /// 2025-01-01 00:00:00 UTC: the epoch of the built-in sequence and of every preset.
 pub const PRESET_EPOCH_UNIX_US: i64 = 1_735_689_600_000_000;
 
-/// Named starting points for `snowflake_create_sequence` (design.md §2).
+/// Named starting points for `snowflake_create_sequence` (docs/design.md §2).
 pub const PRESETS: [(&str, Layout); 3] = [
     // The built-in sequence's layout: 41/0/10/12/0 at 1 ms, lasts until 2094.
     (

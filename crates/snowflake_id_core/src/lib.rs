@@ -1,0 +1,18 @@
+//! The pure core of snowflake_id: everything that decides an ID's value, with no PostgreSQL in
+//! it (docs/design.md §7). The extension crate at the repository's top level is only the glue
+//! that places these types in shared memory and calls them from SQL.
+//!
+//! - [`layout`]: the bit layout of an ID, composing, decomposing and validating (§2).
+//! - [`sequence_options`]: a preset plus per-field overrides into a validated layout (§2, §6).
+//! - [`generator`]: one backend's tick + counter state machine over an injected clock (§3).
+//! - [`cluster_clock`]: the cluster's forward-only clock over one atomic (§3).
+//! - [`slots`]: the worker-slot allocator over plain atomics (§4).
+//! - [`reservation`]: the durable high-water mark's file format and atomic write (§5).
+#![forbid(unsafe_code)]
+
+pub mod cluster_clock;
+pub mod generator;
+pub mod layout;
+pub mod reservation;
+pub mod sequence_options;
+pub mod slots;

@@ -1,0 +1,127 @@
+//! This backend's cache of sequence layouts (docs/design.md §6): lookup by name, invalidation
+//! when the catalog table changes, and re-verification before the next use. It is the only
+//! owner of that cycle; the per-sequence state a user keeps in it (the generators of
+//! `backend.rs`) is dropped when a sequence's layout changes.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+use pgrx::prelude::*;
+use snowflake_id_core::layout::Layout;
+
+use crate::catalog::{self, CatalogTable};
+use crate::errors;
+
+/// Set by the relcache callback when the catalog table may have changed (a sequence was
+/// created or dropped and committed, or the extension was dropped).
+static CHANGED: AtomicBool = AtomicBool::new(false);
+/// OID of the catalog table the callback watches (0 until looked up).
+static WATCHED_OID: AtomicU32 = AtomicU32::new(0);
+static CALLBACK_REGISTERED: AtomicBool = AtomicBool::new(false);
+
+pub struct SequenceCache<S> {
+    /// Where the catalog table is (looked up once, again after it changed).
+    catalog: Option<CatalogTable>,
+    entries: Vec<Entry<S>>,
+}
+
+pub struct Entry<S> {
+    pub name: String,
+    pub layout: Layout,
+    /// What the cache's user keeps per sequence; None again after the layout changed.
+    pub state: Option<S>,
+    /// False after the catalog changed: re-read the layout before the next use.
+    verified: bool,
+}
+
+impl<S> SequenceCache<S> {
+    pub const fn new() -> Self {
+        SequenceCache {
+            catalog: None,
+            entries: Vec::new(),
+        }
+    }
+
+    /// Where the catalog table is; notices a committed catalog change first.
+    pub fn catalog_table(&mut self) -> &CatalogTable {
+        if take_changed() {
+            self.catalog = None;
+            self.entries
+                .iter_mut()
+                .for_each(|entry| entry.verified = false);
+        }
+        self.catalog.get_or_insert_with(|| {
+            let catalog = catalog::locate();
+            watch(&catalog);
+            catalog
+        })
+    }
+
+    /// Sequence `name`'s entry, loaded or re-verified first; raises 42704 when it does not exist.
+    pub fn entry(&mut self, name: &str) -> &mut Entry<S> {
+        self.catalog_table(); // notices a committed catalog change first
+        let position = self.entries.iter().position(|entry| entry.name == name);
+        if let Some(position) = position {
+            if self.entries[position].verified {
+                return &mut self.entries[position];
+            }
+        }
+        let catalog = self.catalog_table().clone();
+        let Some(layout) = catalog::load_layout(&catalog, name) else {
+            if let Some(position) = position {
+                self.entries.remove(position);
+            }
+            errors::sequence_not_found(name, &catalog.schema).raise()
+        };
+        let position = match position {
+            Some(position) => {
+                let entry = &mut self.entries[position];
+                if entry.layout != layout {
+                    // Dropped and created again with another layout: new state starts after the
+                    // slot's floor, so it cannot repeat the old one's ticks.
+                    entry.layout = layout;
+                    entry.state = None;
+                }
+                entry.verified = true;
+                position
+            }
+            None => {
+                self.entries.push(Entry {
+                    name: name.to_owned(),
+                    layout,
+                    state: None,
+                    verified: true,
+                });
+                self.entries.len() - 1
+            }
+        };
+        &mut self.entries[position]
+    }
+}
+
+/// Whether the catalog changed since the last call (clears the flag).
+fn take_changed() -> bool {
+    CHANGED.load(Ordering::Relaxed) && CHANGED.swap(false, Ordering::Relaxed)
+}
+
+/// Starts watching `catalog` for committed changes (the callback is registered once).
+fn watch(catalog: &CatalogTable) {
+    WATCHED_OID.store(catalog.oid().to_u32(), Ordering::Relaxed);
+    if !CALLBACK_REGISTERED.swap(true, Ordering::Relaxed) {
+        // SAFETY: registers a plain function for the life of this backend; PostgreSQL calls
+        // it while processing invalidation messages, and it only stores to atomics.
+        unsafe {
+            pg_sys::CacheRegisterRelcacheCallback(
+                Some(on_relcache_invalidation),
+                pg_sys::Datum::from(0),
+            )
+        };
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn on_relcache_invalidation(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    let watched = WATCHED_OID.load(Ordering::Relaxed);
+    if relid == pg_sys::InvalidOid || relid.to_u32() == watched {
+        CHANGED.store(true, Ordering::Relaxed);
+    }
+}
