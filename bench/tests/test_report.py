@@ -1,0 +1,154 @@
+"""Targets of issue #6 and the rendering of latest.md."""
+
+import copy
+import json
+import math
+import tempfile
+import unittest
+from pathlib import Path
+
+from snowflake_bench.report import fmt_range, ratio, render_markdown, targets, write_markdown
+
+RESULTS = Path(__file__).resolve().parent.parent / "results"  # recorded run, read only
+LATEST = json.loads((RESULTS / "latest.json").read_text())
+
+
+def medians(snowflake=100.0, random=100.0, nextval_c1=250.0, insert_snowflake=1.0,
+            insert_bigserial=1.0, index_snowflake=2**20, index_bigserial=2**20,
+            one_session=1e6, two_sessions=2e6):
+    """The least results that targets() reads, every value a median."""
+    def median(value):
+        return {"median": value}
+
+    return {
+        "count": {"seconds": {"snowflake": median(snowflake), "random": median(random),
+                              "nextval_c1": median(nextval_c1)}},
+        "pgbench": {"ids_per_second": {"snowflake/1": median(one_session),
+                                       "snowflake/2": median(two_sessions)}},
+        "insert": {"variants": {
+            "snowflake": {"seconds": median(insert_snowflake),
+                          "index_bytes": median(index_snowflake)},
+            "bigserial": {"seconds": median(insert_bigserial),
+                          "index_bytes": median(index_bigserial)},
+        }},
+    }
+
+
+class TargetsTest(unittest.TestCase):
+    def test_all_met(self):
+        rows = targets(medians())
+        self.assertEqual([row["met"] for row in rows], [True] * 5)
+        self.assertEqual([row["measured"] for row in rows], [1.0, 0.4, 1.0, 1.0, 2.0])
+        self.assertEqual(rows[0]["target"], "≤ 1.25×")
+        self.assertEqual(rows[4]["target"], "≥ 1.6×")
+
+    def test_bounds_are_inclusive(self):
+        rows = targets(medians(snowflake=125.0, nextval_c1=250.0, insert_snowflake=1.05,
+                               index_snowflake=1.01, index_bigserial=1.0, two_sessions=1.6e6))
+        self.assertEqual([row["met"] for row in rows], [True] * 5)
+
+    def test_not_met(self):
+        rows = targets(medians(snowflake=126.0, nextval_c1=200.0, insert_snowflake=1.2,
+                               index_snowflake=2 * 2**20, two_sessions=1.5e6))
+        self.assertEqual([row["met"] for row in rows], [False] * 5)
+        self.assertAlmostEqual(rows[0]["measured"], 1.26)
+
+    def test_zero_denominator_is_nan_and_not_met(self):
+        rows = targets(medians(random=0.0, one_session=0.0))
+        self.assertTrue(math.isnan(rows[0]["measured"]))
+        self.assertTrue(math.isnan(rows[4]["measured"]))
+        self.assertEqual([row["met"] for row in rows], [False, True, True, True, False])
+
+    def test_missing_benchmark_raises(self):
+        results = medians()
+        del results["pgbench"]
+        with self.assertRaises(KeyError):
+            targets(results)
+
+    def test_recorded_run(self):
+        # The recorded run misses the first two targets and meets the other three.
+        self.assertEqual(targets(LATEST), LATEST["targets"])
+        self.assertEqual([row["met"] for row in LATEST["targets"]],
+                         [False, False, True, True, True])
+
+
+class HelpersTest(unittest.TestCase):
+    def test_ratio(self):
+        self.assertEqual(ratio(3, 2), 1.5)
+        self.assertTrue(math.isnan(ratio(3, 0)))
+
+    def test_fmt_range(self):
+        summary = {"median": 1.5e-7, "min": 1.2e-7, "max": 2.0e-7}
+        self.assertEqual(fmt_range(summary, 1e9, 0), ("150", "120–200"))
+        self.assertEqual(fmt_range(summary, 1e9, 2), ("150.00", "120.00–200.00"))
+
+
+class MarkdownTest(unittest.TestCase):
+    def test_golden_latest_md(self):
+        # latest.md was written by the runner from the same results as latest.json: rendering
+        # the JSON again must give it byte for byte (targets as saved, or evaluated anew).
+        # After a change of the report, `bench/run.py --report-only` rewrites latest.md.
+        recorded = (RESULTS / "latest.md").read_text()
+        self.assertEqual(render_markdown(LATEST), recorded)
+        results = copy.deepcopy(LATEST)
+        results["targets"] = targets(results)
+        self.assertEqual(render_markdown(results), recorded)
+
+    def test_write_markdown_writes_the_rendering(self):
+        with tempfile.TemporaryDirectory() as directory:
+            path = Path(directory) / "latest.md"
+            write_markdown(LATEST, path)
+            self.assertEqual(path.read_text(), render_markdown(LATEST))
+
+    def test_targets_table(self):
+        text = render_markdown(LATEST)
+        self.assertIn("| snowflake_nextval() vs random(), cost per ID | ≤ 1.25× | 2.59× | **no** |",
+                      text)
+        self.assertIn("| INSERT 1M rows: snowflake vs bigserial, time | ≤ 1.05× | 0.92× | yes |",
+                      text)
+
+    def test_without_evidence_and_optional_fields(self):
+        results = copy.deepcopy(LATEST)
+        results["evidence"] = {"strace": None, "perf": None, "wait_events": None,
+                               "callgrind": None, "errors": {"perf": "perf_event_open: EACCES"}}
+        del results["final_stats"], results["foreign_cpu"]
+        results["machine_before"]["quiet"] = False
+        text = render_markdown(results)
+        for absent in ("### Instructions per ID", "### Where the time goes",
+                       "clock_gettime system call", "The CPU that snowflake_nextval() adds",
+                       "### Counters at the end", "CPU used by anything but this run"):
+            self.assertNotIn(absent, text)
+        for present in ("## Evidence: the hot path", "### System calls (strace)",
+                        "### Wait events (pg_stat_activity sampled every 10 ms, pgbench "
+                        "4 sessions, 3 s)",
+                        "- Evidence `perf` could not be collected on this machine: "
+                        "`perf_event_open: EACCES`",
+                        "(1/5/15 min); other busy processes: none; other PostgreSQL clusters "
+                        "running: 0 — **machine was not quiet**",
+                        "![chart](latest.png)\n"):
+            self.assertIn(present, text)
+
+    def test_clock_gettime_system_calls_are_reported(self):
+        results = copy.deepcopy(LATEST)
+        results["evidence"]["strace"]["snowflake"]["trace_syscalls"]["clock_gettime"] = 42
+        self.assertIn("**42 clock_gettime system calls** appear: this machine's clocksource "
+                      "(`tsc`) has no vDSO fast path", render_markdown(results))
+
+    def test_busy_processes_and_long_function_names(self):
+        results = copy.deepcopy(LATEST)
+        results["machine_before"]["busy_processes"] = [{"pid": 7, "comm": "cc1", "cpu": 0.5}]
+        results["evidence"]["callgrind"]["snowflake_breakdown"][0]["function"] = "f" * 91
+        text = render_markdown(results)
+        self.assertIn("(1/5/15 min); other busy processes: cc1 (50%);", text)
+        self.assertIn(f"| `{'f' * 87}...` | snowflake_id.so (self) |", text)
+
+    def test_disturbed_phase(self):
+        results = copy.deepcopy(LATEST)
+        results["foreign_cpu"] = {"INSERT": {"seconds": 3.0, "elapsed": 20.0,
+                                             "top": [{"comm": "cc1", "seconds": 2.5}]}}
+        self.assertIn("per phase: INSERT 3.0 s in 20 s (cc1 2.5 s) — **disturbed**",
+                      render_markdown(results))
+
+
+if __name__ == "__main__":
+    unittest.main()
