@@ -5,6 +5,9 @@
 //! (initdb and postgres refuse root), and is stopped and deleted when dropped, even when the test
 //! panics. The extension must already be installed into the server's directories
 //! (the README's test command installs the Debian package; `cargo pgrx install` works too).
+//!
+//! What several test files share beside the clusters (the table `ids`, generating sessions,
+//! `snowflake_stats()`, clusters of several nodes, …) is in [`fixtures`].
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -13,6 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 pub use postgres::{Client, Error as PgError, NoTls};
+
+pub mod fixtures;
 
 static NEXT_CLUSTER: AtomicUsize = AtomicUsize::new(0);
 
@@ -493,19 +498,25 @@ extern "C" {
     fn kill(pid: i32, signal: i32) -> i32;
 }
 
-/// The server's bin directory: `$PG_CONFIG --bindir` (default `pg_config` on PATH).
-fn postgres_bin_dir() -> PathBuf {
+/// A directory of the PostgreSQL installation the tests run against: `$PG_CONFIG flag`
+/// (default `pg_config` on PATH), e.g. `--sharedir`, `--pkglibdir`.
+pub fn pg_config(flag: &str) -> PathBuf {
     let pg_config = std::env::var("PG_CONFIG").unwrap_or_else(|_| "pg_config".into());
     let output = Command::new(&pg_config)
-        .arg("--bindir")
+        .arg(flag)
         .output()
-        .expect("run pg_config");
+        .unwrap_or_else(|error| panic!("run {pg_config}: {error}"));
     assert!(
         output.status.success(),
-        "pg_config --bindir: {}",
+        "{pg_config} {flag}: {}",
         describe(&output)
     );
     PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
+}
+
+/// The server's bin directory (initdb, pg_ctl, pg_dump, psql): `pg_config --bindir`.
+pub fn postgres_bin_dir() -> PathBuf {
+    pg_config("--bindir")
 }
 
 /// A port no one listens on now; it only names the Unix socket, as TCP is off.

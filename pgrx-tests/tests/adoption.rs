@@ -1,9 +1,9 @@
 //! Adoption: updating from the previous release, and dump/restore of a converted database.
 
 use std::path::PathBuf;
-use std::process::Command;
 
-use snowflake_id_cluster_tests::{Client, Cluster};
+use snowflake_id_cluster_tests::fixtures::extension_version;
+use snowflake_id_cluster_tests::{pg_config, Client, Cluster};
 
 /// Every object of the extension with its definition and privileges, to compare installs.
 const EXTENSION_OBJECTS: &str = "
@@ -33,14 +33,6 @@ fn extension_objects(client: &mut Client) -> Vec<(String, Option<String>)> {
         .collect()
 }
 
-fn pg_config(flag: &str) -> PathBuf {
-    let output = Command::new(std::env::var("PG_CONFIG").unwrap_or_else(|_| "pg_config".into()))
-        .arg(flag)
-        .output()
-        .unwrap();
-    PathBuf::from(String::from_utf8(output.stdout).unwrap().trim())
-}
-
 /// Makes release 0.1.0's install script available, so a test can install the old version.
 fn install_previous_release_script() {
     let fixture =
@@ -68,13 +60,7 @@ fn update_from_0_1_0_matches_a_fresh_install_and_keeps_sequences() {
          INSERT INTO orders(item) SELECT 'before' FROM generate_series(1, 500);",
     )
     .unwrap();
-    let version: String = old
-        .query_one(
-            "SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let version = extension_version(&mut old);
     assert_eq!(version, "0.1.0");
     let before_objects = extension_objects(&mut old);
     let sequences_before: Vec<String> = old
@@ -93,13 +79,7 @@ fn update_from_0_1_0_matches_a_fresh_install_and_keeps_sequences() {
 
     old.batch_execute("ALTER EXTENSION snowflake_id UPDATE")
         .unwrap();
-    let version: String = old
-        .query_one(
-            "SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let version = extension_version(&mut old);
     assert_eq!(version, "0.2.0");
 
     let mut fresh = cluster.connect_to("fresh_install");

@@ -1,16 +1,12 @@
-//! The README's client guide, run for real: the example programs under `clients/` (Python with
+//! The client guide (docs/clients.md), run for real: the example programs under `clients/` (Python with
 //! psycopg 3, Node.js with node-postgres), each against a fresh cluster, with the client
 //! libraries that `scripts/install-deps.sh` installs from PyPI and npm. Each program asserts
 //! its own checks and exits non-zero on a failed one; the tests then check the rows it left.
 
-use std::path::PathBuf;
 use std::process::Command;
 
+use snowflake_id_cluster_tests::fixtures::{count, workspace_root};
 use snowflake_id_cluster_tests::{Client, Cluster};
-
-fn workspace_root() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-}
 
 /// Runs `program args...` from the workspace root with libpq's environment variables pointing
 /// at `cluster` (PGHOST is the socket directory), prints its output, asserts it succeeded.
@@ -92,11 +88,7 @@ fn node_pg_keeps_classic_ids_exact_as_strings() {
         .unwrap()
         .get(0);
     assert_eq!(found, 1, "id {id} printed by the program is not in orders");
-    let rows: i64 = client
-        .query_one("SELECT count(*) FROM orders", &[])
-        .unwrap()
-        .get(0);
-    assert_eq!(rows, 100);
+    assert_eq!(count(&mut client, "SELECT count(*) FROM orders"), 100);
 }
 
 #[test]
@@ -120,18 +112,13 @@ fn node_pg_reads_js53_ids_as_exact_numbers() {
     assert_eq!((rows, below), (100, true));
 }
 
-/// The README's client guide quotes the programs these tests run: every `python` or `js` code
-/// block that follows a link to a file under `clients/` (within the same subsection) is an
-/// exact excerpt of that file.
+/// The client guide (docs/clients.md) quotes the programs these tests run: every `python` or
+/// `js` code block that follows a link to a file under `clients/` (within the same subsection)
+/// is an exact excerpt of that file.
 #[test]
-fn readme_client_guide_quotes_the_tested_programs() {
+fn client_guide_excerpts_are_exact_copies_of_the_tested_programs() {
     let root = workspace_root();
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let start = readme
-        .find("\n## Client guide\n")
-        .expect("README has a Client guide");
-    let guide = &readme[start + 1..];
-    let guide = &guide[..guide[1..].find("\n## ").map_or(guide.len(), |end| end + 1)];
+    let guide = std::fs::read_to_string(root.join("docs/clients.md")).unwrap();
 
     let mut file: Option<String> = None;
     let mut block: Option<(String, Vec<&str>)> = None;
@@ -141,11 +128,11 @@ fn readme_client_guide_quotes_the_tested_programs() {
             if line.trim_start() == "```" {
                 if let (Some(path), true) = (&file, ["python", "js"].contains(&language.as_str())) {
                     let source = std::fs::read_to_string(root.join(path))
-                        .unwrap_or_else(|error| panic!("README quotes {path}: {error}"));
+                        .unwrap_or_else(|error| panic!("docs/clients.md quotes {path}: {error}"));
                     let excerpt = lines.join("\n");
                     assert!(
                         source.contains(&excerpt),
-                        "README's excerpt of {path} is not in the file:\n{excerpt}"
+                        "docs/clients.md's excerpt of {path} is not in the file:\n{excerpt}"
                     );
                     checked.push(path.clone());
                 }
@@ -165,7 +152,7 @@ fn readme_client_guide_quotes_the_tested_programs() {
             }
         }
     }
-    println!("README excerpts checked: {checked:?}");
+    println!("docs/clients.md excerpts checked: {checked:?}");
     for path in [
         "clients/python/orders.py",
         "clients/node/classic_ids.js",
@@ -173,7 +160,7 @@ fn readme_client_guide_quotes_the_tested_programs() {
     ] {
         assert!(
             checked.iter().any(|c| c == path),
-            "README quotes nothing of {path}"
+            "docs/clients.md quotes nothing of {path}"
         );
     }
 }

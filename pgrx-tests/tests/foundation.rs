@@ -1,21 +1,16 @@
-//! Whole-cluster tests of the foundation: many sessions, slot release, preload and
-//! configuration errors, each on a real cluster started (and stopped) by the test.
+//! Whole-cluster tests of the foundation: many sessions at once, each with its own worker slot,
+//! released when it exits; slot exhaustion; the preload requirement. Each on a real cluster
+//! started (and stopped) by the test.
 
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
+use snowflake_id_cluster_tests::fixtures::slots_in_use;
 use snowflake_id_cluster_tests::{error_parts, wait_until, Client, Cluster};
 
 const SESSIONS: usize = 8;
 const ROWS_PER_SESSION: i64 = 100_000;
-
-fn slots_in_use(client: &mut Client) -> i64 {
-    client
-        .query_one("SELECT count(*) FROM snowflake_workers", &[])
-        .unwrap()
-        .get(0)
-}
 
 #[test]
 fn eight_sessions_insert_through_the_column_default() {
@@ -139,39 +134,6 @@ fn without_preload_every_function_names_the_fix() {
             "{message}"
         );
     }
-}
-
-#[test]
-fn node_id_that_does_not_fit_is_refused_and_not_user_settable() {
-    let cluster = Cluster::builder().setting("snowflake.node_id = 5").start();
-    let mut client = cluster.connect();
-    client
-        .batch_execute("CREATE EXTENSION snowflake_id")
-        .unwrap();
-    let error = client.query("SELECT snowflake_nextval()", &[]).unwrap_err();
-    let (code, message, hint) = error_parts(&error);
-    assert_eq!(code, "22023", "{message}");
-    assert_eq!(
-        message,
-        "snowflake.node_id = 5 does not fit the 0 node bits of snowflake sequence \"default\""
-    );
-    assert!(hint.contains("preset 'sharded'"), "{hint}");
-
-    // A session cannot change its node id (it would forge another node's IDs).
-    let error = client
-        .batch_execute("SET snowflake.node_id = 0")
-        .unwrap_err();
-    assert_eq!(error_parts(&error).0, "55P02", "{error}");
-    let error = client
-        .batch_execute("ALTER SYSTEM SET snowflake.node_id = 0; SELECT 1")
-        .err();
-    // ALTER SYSTEM works for a superuser but takes effect only at restart; the running value holds.
-    drop(error);
-    let node: String = client
-        .query_one("SHOW snowflake.node_id", &[])
-        .unwrap()
-        .get(0);
-    assert_eq!(node, "5");
 }
 
 #[test]

@@ -3,16 +3,12 @@
 //! the packaged artifact), they are unchanged since, and the packaged extension works on a
 //! fresh cluster.
 
-use std::path::PathBuf;
 use std::process::Command;
 
-use snowflake_id_cluster_tests::Cluster;
+use snowflake_id_cluster_tests::fixtures::{count, extension_version, workspace_root};
+use snowflake_id_cluster_tests::{pg_config, Cluster};
 
 const PACKAGE: &str = "postgresql-15-snowflake-id";
-
-fn workspace_root() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-}
 
 /// The version of the extension crate: `version` in the `[package]` section of the root
 /// Cargo.toml (which `cargo pgrx package` also writes as the control file's default_version).
@@ -50,11 +46,6 @@ fn run(program: &str, args: &[&str]) -> String {
     stdout
 }
 
-fn pg_config(flag: &str) -> String {
-    let pg_config = std::env::var("PG_CONFIG").unwrap_or_else(|_| "pg_config".into());
-    run(&pg_config, &[flag]).trim().to_owned()
-}
-
 #[test]
 fn installed_extension_files_belong_to_the_package() {
     let version = crate_version();
@@ -76,8 +67,8 @@ fn installed_extension_files_belong_to_the_package() {
         "the installed package is not the one of this source tree"
     );
 
-    let library = format!("{}/snowflake_id.so", pg_config("--pkglibdir"));
-    let extension = format!("{}/extension", pg_config("--sharedir"));
+    let library = format!("{}/snowflake_id.so", pg_config("--pkglibdir").display());
+    let extension = format!("{}/extension", pg_config("--sharedir").display());
     let control = format!("{extension}/snowflake_id.control");
     let script = format!("{extension}/snowflake_id--{version}.sql");
     for file in [&library, &control, &script] {
@@ -113,14 +104,7 @@ fn packaged_extension_works_on_a_fresh_cluster() {
              CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), item text);",
         )
         .unwrap();
-    let installed: String = client
-        .query_one(
-            "SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    assert_eq!(installed, version);
+    assert_eq!(extension_version(&mut client), version);
 
     let rows = client
         .query(
@@ -140,10 +124,6 @@ fn packaged_extension_works_on_a_fresh_cluster() {
         assert_eq!((node, gene), (0, 0));
         assert!(age < 60.0, "decoded time {age} s away from now");
     }
-    let count: i64 = client
-        .query_one("SELECT count(*) FROM orders", &[])
-        .unwrap()
-        .get(0);
-    assert_eq!(count, 3);
+    assert_eq!(count(&mut client, "SELECT count(*) FROM orders"), 3);
     println!("packaged snowflake_id {version} on a fresh cluster: inserted and decoded {ids:?}");
 }

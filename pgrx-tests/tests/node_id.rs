@@ -1,0 +1,114 @@
+//! The node id fails closed (docs/sharding.md, "Node ids"): a sequence refuses to make IDs
+//! while `snowflake.node_id` is unset but its layout has node bits (55000) or while the node id
+//! does not fit its node bits (22023), and writes nothing; a session cannot change its node id;
+//! a valid one is in every ID the sequence makes.
+
+use snowflake_id_cluster_tests::fixtures::count;
+use snowflake_id_cluster_tests::{error_parts, Cluster};
+
+#[test]
+fn node_id_that_does_not_fit_is_refused_and_not_user_settable() {
+    let cluster = Cluster::builder().setting("snowflake.node_id = 5").start();
+    let mut client = cluster.connect();
+    client
+        .batch_execute("CREATE EXTENSION snowflake_id")
+        .unwrap();
+    let error = client.query("SELECT snowflake_nextval()", &[]).unwrap_err();
+    let (code, message, hint) = error_parts(&error);
+    assert_eq!(code, "22023", "{message}");
+    assert_eq!(
+        message,
+        "snowflake.node_id = 5 does not fit the 0 node bits of snowflake sequence \"default\""
+    );
+    assert!(hint.contains("preset 'sharded'"), "{hint}");
+
+    // A session cannot change its node id (it would forge another node's IDs).
+    let error = client
+        .batch_execute("SET snowflake.node_id = 0")
+        .unwrap_err();
+    assert_eq!(error_parts(&error).0, "55P02", "{error}");
+    let error = client
+        .batch_execute("ALTER SYSTEM SET snowflake.node_id = 0; SELECT 1")
+        .err();
+    // ALTER SYSTEM works for a superuser but takes effect only at restart; the running value holds.
+    drop(error);
+    let node: String = client
+        .query_one("SHOW snowflake.node_id", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(node, "5");
+}
+
+#[test]
+fn node_id_unset_fails_closed_then_out_of_range_then_works() {
+    let mut cluster = Cluster::builder().start();
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "CREATE EXTENSION snowflake_id;
+             SELECT snowflake_create_sequence('events', preset => 'sharded');
+             CREATE TABLE events (
+                 id bigint PRIMARY KEY DEFAULT snowflake_nextval('events'),
+                 n  int NOT NULL
+             );",
+        )
+        .unwrap();
+
+    // Unset: refused, and the insert through the DEFAULT writes nothing.
+    let error = client
+        .query_one("SELECT snowflake_nextval('events')", &[])
+        .unwrap_err();
+    let (code, message, hint) = error_parts(&error);
+    assert_eq!(code, "55000", "{message}");
+    assert_eq!(
+        message,
+        "snowflake sequence \"events\" needs snowflake.node_id, which is not set"
+    );
+    assert!(
+        hint.contains("snowflake.node_id") && hint.contains("0 to 63"),
+        "{hint}"
+    );
+    let error = client
+        .execute("INSERT INTO events (n) VALUES (1)", &[])
+        .unwrap_err();
+    assert_eq!(error_parts(&error).0, "55000", "{error}");
+    assert_eq!(count(&mut client, "SELECT count(*) FROM events"), 0);
+    // The single-node 'default' sequence has no node bits and needs no node id.
+    client.query_one("SELECT snowflake_nextval()", &[]).unwrap();
+    println!("node id unset: {code} {message} (hint: {hint})");
+    drop(client);
+
+    // A node id too large for 6 node bits.
+    cluster.stop("fast");
+    cluster.append_config("snowflake.node_id = 64");
+    cluster.start();
+    let mut client = cluster.connect();
+    let error = client
+        .execute("INSERT INTO events (n) VALUES (1)", &[])
+        .unwrap_err();
+    let (code, message, hint) = error_parts(&error);
+    assert_eq!(code, "22023", "{message}");
+    assert_eq!(
+        message,
+        "snowflake.node_id = 64 does not fit the 6 node bits of snowflake sequence \"events\""
+    );
+    println!("node id 64: {code} {message} (hint: {hint})");
+    drop(client);
+
+    // A valid node id: IDs carry it.
+    cluster.stop("fast");
+    cluster.append_config("snowflake.node_id = 7");
+    cluster.start();
+    let mut client = cluster.connect();
+    client
+        .execute("INSERT INTO events (n) VALUES (1)", &[])
+        .unwrap();
+    let node: i32 = client
+        .query_one(
+            "SELECT (snowflake_decode(id, 'events')).node FROM events",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(node, 7);
+}
