@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmarks of snowflake_id (issue #6). Started by bench/run.sh, which installs the extension.
+"""Benchmarks of snowflake_id. Started by bench/run.sh, which installs the extension.
 
 One run: starts a throwaway cluster, measures every comparison with alternating repetitions,
 collects evidence (strace, pg_stat_activity wait events, callgrind of a single-user backend),

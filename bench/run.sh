@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The benchmark command of the README (issue #6). As root on Debian 12:
+# The benchmark command of the README. As root on Debian 12:
 #
 #     bash bench/run.sh
 #

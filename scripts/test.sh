@@ -13,7 +13,7 @@ step "cargo fmt --check"
 cargo fmt --all -- --check
 
 step "cargo clippy"
-cargo clippy --all-targets -- -D warnings
+cargo clippy --workspace --all-targets -- -D warnings
 
 step "pure core: unit and property tests (cargo test -p snowflake_id_core, no PostgreSQL)"
 cargo test -p snowflake_id_core 2>&1 | tee "$LOGS/core.log"

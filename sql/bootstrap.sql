@@ -9,7 +9,7 @@ CREATE TYPE snowflake_parts AS (
 );
 COMMENT ON TYPE snowflake_parts IS 'The fields of a snowflake ID, as returned by snowflake_decode()';
 
--- One row per named sequence. A layout never changes once created (design.md §2), so rows are
+-- One row per named sequence. A layout never changes once created (docs/design.md §2), so rows are
 -- only ever inserted or deleted, never updated.
 CREATE TABLE snowflake_sequence_catalog (
     name          text PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 63),

@@ -1,4 +1,4 @@
-"""The benchmark runner of snowflake_id (issue #6), driven by bench/run.py.
+"""The benchmark runner of snowflake_id, driven by bench/run.py.
 
 cluster: the throwaway cluster; machine: how quiet the machine is; benchmarks: the measured
 workloads; evidence: strace, wait events, perf and callgrind; report and chart: latest.md and

@@ -1,4 +1,4 @@
-"""latest.md: the targets of issue #6 evaluated on the results, and every table of the run.
+"""latest.md: the targets (docs/benchmarks.md) evaluated on the results, and every table of the run.
 
 Pure: takes the results dictionary that bench/run.py saves as latest.json, reads nothing else.
 render_markdown() is the concatenation of one function per section, in the report's order.
@@ -8,7 +8,7 @@ from .benchmarks import (FUNCTIONS, ID_FUNCTIONS, INSERT_VARIANTS, LABEL, LAST_H
                          count_sql)
 from .evidence import PERF_KEYS
 
-# Targets of issue #6 (ratios of medians in the same run).
+# The targets (docs/benchmarks.md; ratios of medians in the same run).
 TARGET_VS_RANDOM = 1.25
 TARGET_VS_NEXTVAL_CACHE1 = 0.5
 TARGET_INSERT_VS_BIGSERIAL = 1.05
@@ -99,7 +99,7 @@ def header_section(results):
 
 
 def targets_section(results):
-    out = ["## Targets (issue #6; ratios of medians in this run)\n",
+    out = ["## Targets (ratios of medians in this run)\n",
            "| target | wanted | measured | met |",
            "|---|---|---|---|"]
     for row in results["targets"]:

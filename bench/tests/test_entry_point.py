@@ -26,7 +26,7 @@ class EntryPointTest(unittest.TestCase):
                        "--pgbench-reps", "--pgbench-seconds", "--insert-rows", "--wait-quiet",
                        "--skip-callgrind", "--report-only"):
             self.assertIn(option, completed.stdout)
-        self.assertIn("Benchmarks of snowflake_id (issue #6)", completed.stdout)
+        self.assertIn("Benchmarks of snowflake_id", completed.stdout)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Targets of issue #6 and the rendering of latest.md."""
+"""The targets and the rendering of latest.md."""
 
 import copy
 import json

@@ -28,6 +28,25 @@ pub fn workspace_root() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
+/// The version of the extension crate: `version` in the `[package]` section of the root
+/// Cargo.toml (which `cargo pgrx package` also writes as the control file's default_version).
+pub fn extension_crate_version() -> String {
+    let manifest = std::fs::read_to_string(workspace_root().join("Cargo.toml")).unwrap();
+    let mut section = "";
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line;
+        } else if section == "[package]" && line.starts_with("version") {
+            return line
+                .split('"')
+                .nth(1)
+                .expect("version = \"...\"")
+                .to_owned();
+        }
+    }
+    panic!("no version in the [package] section of Cargo.toml");
+}
+
 /// The single `bigint` that `query` returns (e.g. a `count(*)`).
 pub fn count(client: &mut Client, query: &str) -> i64 {
     client

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use snowflake_id_cluster_tests::fixtures::extension_version;
+use snowflake_id_cluster_tests::fixtures::{extension_crate_version, extension_version};
 use snowflake_id_cluster_tests::{pg_config, Client, Cluster};
 
 /// Every object of the extension with its definition and privileges, to compare installs.
@@ -80,7 +80,7 @@ fn update_from_0_1_0_matches_a_fresh_install_and_keeps_sequences() {
     old.batch_execute("ALTER EXTENSION snowflake_id UPDATE")
         .unwrap();
     let version = extension_version(&mut old);
-    assert_eq!(version, "0.2.0");
+    assert_eq!(version, extension_crate_version());
 
     let mut fresh = cluster.connect_to("fresh_install");
     fresh
@@ -95,7 +95,7 @@ fn update_from_0_1_0_matches_a_fresh_install_and_keeps_sequences() {
     assert_eq!(
         updated_objects.len(),
         before_objects.len() + 1,
-        "0.2.0 adds one function"
+        "0.2.0 adds one function, 0.3.0 none"
     );
 
     let sequences_after: Vec<String> = old
@@ -123,7 +123,7 @@ fn update_from_0_1_0_matches_a_fresh_install_and_keeps_sequences() {
         "IDs after the update must continue above {max_before}"
     );
     println!(
-        "0.1.0 -> 0.2.0: {} extension objects equal to a fresh install",
+        "0.1.0 -> {version}: {} extension objects equal to a fresh install",
         updated_objects.len()
     );
 }

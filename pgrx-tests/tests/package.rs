@@ -5,29 +5,10 @@
 
 use std::process::Command;
 
-use snowflake_id_cluster_tests::fixtures::{count, extension_version, workspace_root};
+use snowflake_id_cluster_tests::fixtures::{count, extension_crate_version, extension_version};
 use snowflake_id_cluster_tests::{pg_config, Cluster};
 
 const PACKAGE: &str = "postgresql-15-snowflake-id";
-
-/// The version of the extension crate: `version` in the `[package]` section of the root
-/// Cargo.toml (which `cargo pgrx package` also writes as the control file's default_version).
-fn crate_version() -> String {
-    let manifest = std::fs::read_to_string(workspace_root().join("Cargo.toml")).unwrap();
-    let mut section = "";
-    for line in manifest.lines().map(str::trim) {
-        if line.starts_with('[') {
-            section = line;
-        } else if section == "[package]" && line.starts_with("version") {
-            return line
-                .split('"')
-                .nth(1)
-                .expect("version = \"...\"")
-                .to_owned();
-        }
-    }
-    panic!("no version in the [package] section of Cargo.toml");
-}
 
 /// Runs a command, asserts success, returns its stdout.
 fn run(program: &str, args: &[&str]) -> String {
@@ -48,7 +29,7 @@ fn run(program: &str, args: &[&str]) -> String {
 
 #[test]
 fn installed_extension_files_belong_to_the_package() {
-    let version = crate_version();
+    let version = extension_crate_version();
     let status = run(
         "dpkg-query",
         &[
@@ -95,7 +76,7 @@ fn installed_extension_files_belong_to_the_package() {
 
 #[test]
 fn packaged_extension_works_on_a_fresh_cluster() {
-    let version = crate_version();
+    let version = extension_crate_version();
     let cluster = Cluster::builder().start();
     let mut client = cluster.connect();
     client
