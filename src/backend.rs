@@ -20,12 +20,10 @@ use crate::errors;
 use crate::gucs;
 use crate::sequence_cache::SequenceCache;
 use crate::shared_memory::{self, SharedState};
+use crate::timestamps::format_unix_us;
 
 /// Longest single sleep while waiting for the clock, so interrupts are served promptly.
 const MAX_SLEEP_US: i64 = 10_000;
-
-/// Microseconds between 1970-01-01 and PostgreSQL's timestamp epoch, 2000-01-01.
-pub const POSTGRES_EPOCH_UNIX_US: i64 = 946_684_800_000_000;
 
 /// What a backend needs to issue IDs of one sequence.
 struct Issuer {
@@ -58,21 +56,31 @@ thread_local! {
     };
 }
 
+/// Runs `f` on this backend's state. A call that reaches the extension again while `f` runs
+/// (only possible through SQL the extension runs itself, which names every object by schema)
+/// gets a clean error instead of a second, aliasing borrow.
+fn with_backend<R>(f: impl FnOnce(&mut Backend) -> R) -> R {
+    BACKEND.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut backend) => f(&mut backend),
+        Err(_) => errors::reentered().raise(),
+    })
+}
+
 /// Where the catalog table is (looked up once per backend, again after it changed).
 pub fn catalog_table() -> CatalogTable {
-    BACKEND.with_borrow_mut(|backend| backend.sequences.catalog_table().clone())
+    with_backend(|backend| backend.sequences.catalog_table().clone())
 }
 
 /// The layout of sequence `name`; raises 42704 when it does not exist.
 pub fn layout_of(name: &str) -> Layout {
     shared_memory::state();
-    BACKEND.with_borrow_mut(|backend| backend.sequences.entry(name).layout)
+    with_backend(|backend| backend.sequences.entry(name).layout)
 }
 
 /// Issues the next ID of sequence `name` for this backend, with `gene` in the gene field.
 pub fn next_id(name: &str, gene: Option<i64>) -> i64 {
     let shared = shared_memory::state();
-    BACKEND.with_borrow_mut(|backend| {
+    with_backend(|backend| {
         // Looked up once: the gene check needs the layout before a slot is claimed.
         let entry = backend.sequences.entry(name);
         let layout = entry.layout;
@@ -229,17 +237,5 @@ fn issue(
                 errors::time_exhausted(name, layout, &exhausted_at).raise()
             }
         }
-    }
-}
-
-/// Unix microseconds as timestamp text in the session's style, for messages.
-pub fn format_unix_us(unix_us: i64) -> String {
-    // SAFETY: timestamptz_to_str takes any value (it prints infinities and out-of-range values
-    // as such) and returns a pointer to a static buffer, copied at once.
-    unsafe {
-        let text = pg_sys::timestamptz_to_str(unix_us.saturating_sub(POSTGRES_EPOCH_UNIX_US));
-        std::ffi::CStr::from_ptr(text)
-            .to_string_lossy()
-            .into_owned()
     }
 }

@@ -6,6 +6,7 @@ use pgrx::prelude::*;
 use snowflake_id_core::layout::Layout;
 
 use crate::errors;
+use crate::timestamps;
 
 /// Where the catalog table is: its schema (quoted for SQL text) and its OID.
 #[derive(Clone)]
@@ -20,17 +21,21 @@ impl CatalogTable {
     }
 }
 
+// Every statement below runs under the caller's search_path, so it names every function,
+// operator and type by schema (or uses SQL syntax that always means pg_catalog's): an object in
+// a schema the caller put first can neither change the answer nor call back into the extension.
+
 /// Finds the catalog table of this database's extension.
 pub fn locate() -> CatalogTable {
     // A read-only select: Spi::get_* would mark the transaction as writing and take a
     // transaction id, which a hot standby or a parallel worker cannot do.
     let found = Spi::connect(|client| {
         let table = client.select(
-            "SELECT quote_ident(n.nspname), c.oid FROM pg_catalog.pg_extension e \
-             JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace \
-             JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid \
-                                        AND c.relname = 'snowflake_sequence_catalog' \
-             WHERE e.extname = 'snowflake_id'",
+            "SELECT pg_catalog.quote_ident(n.nspname), c.oid FROM pg_catalog.pg_extension e \
+             JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace \
+             JOIN pg_catalog.pg_class c ON c.relnamespace OPERATOR(pg_catalog.=) n.oid \
+                  AND c.relname OPERATOR(pg_catalog.=) 'snowflake_sequence_catalog'::pg_catalog.name \
+             WHERE e.extname OPERATOR(pg_catalog.=) 'snowflake_id'::pg_catalog.name",
             Some(1),
             &[],
         )?;
@@ -48,9 +53,8 @@ pub fn locate() -> CatalogTable {
 /// The layout of sequence `name`, or None when no such sequence exists.
 pub fn load_layout(catalog: &CatalogTable, name: &str) -> Option<Layout> {
     let query = format!(
-        "SELECT time_bits, node_bits, worker_bits, sequence_bits, gene_bits, time_unit_us, \
-                (extract(epoch FROM epoch) * 1000000)::bigint \
-         FROM {}.snowflake_sequence_catalog WHERE name = $1",
+        "SELECT time_bits, node_bits, worker_bits, sequence_bits, gene_bits, time_unit_us, epoch \
+         FROM {}.snowflake_sequence_catalog WHERE name OPERATOR(pg_catalog.=) $1",
         catalog.schema
     );
     let layout = Spi::connect(|client| {
@@ -69,7 +73,9 @@ pub fn load_layout(catalog: &CatalogTable, name: &str) -> Option<Layout> {
             sequence_bits: width(4)?,
             gene_bits: width(5)?,
             time_unit_us: row.get::<i64>(6)?.unwrap_or(0),
-            epoch_unix_us: row.get::<i64>(7)?.unwrap_or(i64::MIN),
+            epoch_unix_us: row
+                .get::<TimestampWithTimeZone>(7)?
+                .map_or(i64::MIN, timestamps::unix_us),
         }))
     })
     .unwrap_or_else(|error| {
@@ -90,14 +96,16 @@ pub fn insert(catalog: &CatalogTable, name: &str, preset: &str, layout: &Layout)
         "INSERT INTO {}.snowflake_sequence_catalog \
              (name, preset, epoch, time_unit_us, time_bits, node_bits, worker_bits, \
               sequence_bits, gene_bits) \
-         VALUES ($1, $2, to_timestamp($3::float8 / 1e6), $4, $5, $6, $7, $8, $9) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
          ON CONFLICT (name) DO NOTHING",
         catalog.schema
     );
     let args = [
         name.into(),
         preset.into(),
-        layout.epoch_unix_us.into(),
+        timestamps::timestamptz(layout.epoch_unix_us)
+            .unwrap_or_else(|| errors::time_out_of_range(name).raise())
+            .into(),
         layout.time_unit_us.into(),
         i32::from(layout.time_bits).into(),
         i32::from(layout.node_bits).into(),
@@ -121,7 +129,7 @@ pub fn insert(catalog: &CatalogTable, name: &str, preset: &str, layout: &Layout)
 /// Deletes sequence `name`; returns whether it existed.
 pub fn delete(catalog: &CatalogTable, name: &str) -> bool {
     let query = format!(
-        "DELETE FROM {}.snowflake_sequence_catalog WHERE name = $1",
+        "DELETE FROM {}.snowflake_sequence_catalog WHERE name OPERATOR(pg_catalog.=) $1",
         catalog.schema
     );
     let deleted =

@@ -1,6 +1,7 @@
-//! Every error the extension raises, in one place: a SQLSTATE, a message that names the object,
-//! and a hint where there is a fix. The README's error table lists exactly the SQLSTATEs used
-//! here (checked by pgrx-tests/tests/error_table.rs), so every raise goes through this file.
+//! Every error the extension's Rust code raises, in one place: a SQLSTATE, a message that names
+//! the object, and a hint where there is a fix. The README's error table lists exactly the
+//! SQLSTATEs used here and in the PL/pgSQL of `sql/` (checked by
+//! pgrx-tests/tests/error_table.rs), so no other Rust file raises an error itself.
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
@@ -273,6 +274,19 @@ fn reservation_unusable_hint() -> Option<String> {
          backup, or write a time later than any ID issued (see README, \"Guarantees\") and \
          restart the server."
             .into(),
+    )
+}
+
+/// snowflake_id was called from inside one of its own catalog lookups.
+pub fn reentered() -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowflake_id was called again while it was looking up a sequence".into(),
+        Some(
+            "A trigger, function or operator run by that lookup calls snowflake_id; \
+             remove that call."
+                .into(),
+        ),
     )
 }
 

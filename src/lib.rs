@@ -3,7 +3,7 @@
 //! This crate is the PostgreSQL glue only (docs/design.md §7); everything that decides an ID's
 //! value is in the pure core crate `snowflake_id_core` (crates/snowflake_id_core).
 //! Glue files, named by what they face: `gucs`, `shared_memory`, `catalog`, `sequence_cache`,
-//! `backend`, `sql_api`, `errors`.
+//! `backend`, `sql_api`, `timestamps`, `errors`.
 
 use pgrx::prelude::*;
 
@@ -14,6 +14,7 @@ mod gucs;
 mod sequence_cache;
 mod shared_memory;
 mod sql_api;
+mod timestamps;
 
 #[cfg(any(test, feature = "pg_test"))]
 mod sql_tests;
@@ -28,9 +29,25 @@ pgrx::extension_sql_file!(
     name = "convert_column",
     requires = ["bootstrap"]
 );
+// Version 0.3.0's changes, likewise part of a fresh install.
+pgrx::extension_sql_file!(
+    "../sql/snowflake_id--0.2.0--0.3.0.sql",
+    name = "hardening",
+    requires = [
+        "convert_column",
+        sql_api::snowflake_create_sequence,
+        sql_api::snowflake_drop_sequence
+    ]
+);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
+    // pgrx attaches a captured Rust backtrace to the DETAIL of errors that pass through Rust
+    // frames (a query cancel while a backend sleeps, say) whenever RUST_BACKTRACE is set in the
+    // server's environment. Clients must only ever see PostgreSQL's own error fields, so the
+    // capture is switched off for this process and (set in the postmaster) every backend.
+    // RUST_LIB_BACKTRACE governs captures only; panics still print to the server log as set.
+    std::env::set_var("RUST_LIB_BACKTRACE", "0");
     // SAFETY: a plain read of a postmaster global while this library is being loaded.
     if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         // Loaded by CREATE EXTENSION or a call without preloading: set nothing up, so every

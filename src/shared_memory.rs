@@ -2,6 +2,7 @@
 //! table (docs/design.md §3–§5).
 
 use std::mem::size_of;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, Ordering};
 
@@ -144,7 +145,7 @@ impl SharedState {
         // SAFETY: we acquired this lock above.
         unsafe { pg_sys::LWLockRelease(lock) };
         if let Err(error) = result {
-            errors::reservation_not_written(&reservation_path(), &error).raise();
+            errors::reservation_not_written(&in_data_dir(&error.path), &error.error).raise();
         }
     }
 }
@@ -181,9 +182,19 @@ fn read_system_clock(clock: libc::clockid_t) -> i64 {
 
 /// The reservation file's full path, for messages.
 fn reservation_path() -> String {
+    in_data_dir(Path::new(reservation::FILE_NAME))
+}
+
+/// The full path of `relative`, a path relative to the data directory (the working directory).
+fn in_data_dir(relative: &Path) -> String {
     // SAFETY: DataDir is set before shared memory exists and never changes afterwards.
     let data_dir = unsafe { std::ffi::CStr::from_ptr(pg_sys::DataDir) };
-    format!("{}/{}", data_dir.to_string_lossy(), reservation::FILE_NAME)
+    let data_dir = Path::new(std::ffi::OsStr::from_bytes(data_dir.to_bytes()));
+    match relative.strip_prefix(".") {
+        Ok(inside) if inside.as_os_str().is_empty() => data_dir.display().to_string(),
+        Ok(inside) => data_dir.join(inside).display().to_string(),
+        Err(_) => data_dir.join(relative).display().to_string(),
+    }
 }
 
 fn reservation_broken() -> ! {

@@ -7,10 +7,11 @@ use snowflake_id_core::layout::{Layout, Parts};
 use snowflake_id_core::sequence_options::{self, SequenceOptions};
 use snowflake_id_core::slots;
 
-use crate::backend::{self, POSTGRES_EPOCH_UNIX_US};
+use crate::backend;
 use crate::catalog;
 use crate::errors;
 use crate::shared_memory;
+use crate::timestamps::{self, unix_us};
 
 /// Longest sequence name: PostgreSQL's identifier length.
 const MAX_NAME_BYTES: usize = 63;
@@ -93,7 +94,7 @@ fn snowflake_max_id(ts: TimestampWithTimeZone, seq: default!(&str, "'default'"))
 /// Creates a named sequence from a preset, with any field overridden by name.
 #[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
-#[search_path(@extschema@, pg_catalog, pg_temp)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn snowflake_create_sequence(
     name: Option<&str>,
     preset: default!(Option<&str>, "'classic'"),
@@ -131,7 +132,7 @@ fn snowflake_create_sequence(
 /// Drops a named sequence. IDs it issued stay valid numbers, but can no longer be decoded
 /// with its name, and a new sequence of the same name is a new ID space.
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
-#[search_path(@extschema@, pg_catalog, pg_temp)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn snowflake_drop_sequence(name: &str) {
     shared_memory::state();
     if name == "default" {
@@ -166,10 +167,7 @@ fn snowflake_worker_slots() -> TableIterator<
                 index as i32,
                 pid,
                 pg_sys::Oid::from(slot.database_oid.load(Ordering::Relaxed)),
-                TimestampWithTimeZone::try_from(
-                    slot.claimed_at_unix_us.load(Ordering::Relaxed) - POSTGRES_EPOCH_UNIX_US,
-                )
-                .ok(),
+                timestamps::timestamptz(slot.claimed_at_unix_us.load(Ordering::Relaxed)),
                 i64::try_from(slot.ids_issued.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
             ))
         })
@@ -211,9 +209,9 @@ fn snowflake_stats() -> TableIterator<
         count(&counters.throttle_sleeps),
         count(&counters.reservation_writes),
         (reserved != i64::MIN)
-            .then(|| TimestampWithTimeZone::try_from(reserved - POSTGRES_EPOCH_UNIX_US).ok())
+            .then(|| timestamps::timestamptz(reserved))
             .flatten(),
-        TimestampWithTimeZone::try_from(reading.now_unix_us - POSTGRES_EPOCH_UNIX_US).ok(),
+        timestamps::timestamptz(reading.now_unix_us),
         slots::in_use(shared.slots()) as i32,
         shared.slots().len() as i32,
     );
@@ -239,10 +237,6 @@ fn last_id(layout: &Layout) -> i64 {
     layout.max_id_of_tick(layout.max_tick()).unwrap_or(i64::MAX)
 }
 
-fn unix_us(ts: TimestampWithTimeZone) -> i64 {
-    pg_sys::TimestampTz::from(ts).saturating_add(POSTGRES_EPOCH_UNIX_US)
-}
-
 fn decompose(seq: &str, layout: &Layout, id: i64) -> Parts {
     layout
         .decompose(id)
@@ -250,8 +244,7 @@ fn decompose(seq: &str, layout: &Layout, id: i64) -> Parts {
 }
 
 fn timestamptz(seq: &str, unix_us: i64) -> TimestampWithTimeZone {
-    TimestampWithTimeZone::try_from(unix_us.saturating_sub(POSTGRES_EPOCH_UNIX_US))
-        .unwrap_or_else(|_| errors::time_out_of_range(seq).raise())
+    timestamps::timestamptz(unix_us).unwrap_or_else(|| errors::time_out_of_range(seq).raise())
 }
 
 fn checked_name(name: Option<&str>) -> &str {

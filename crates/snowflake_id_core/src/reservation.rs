@@ -9,7 +9,7 @@
 use std::fmt;
 use std::fs::{self, File};
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// File name inside the data directory.
 pub const FILE_NAME: &str = "snowflake_id.reservation";
@@ -31,6 +31,22 @@ impl fmt::Display for ReadError {
     }
 }
 
+/// A failed write: which file (or the directory) failed, and why.
+#[derive(Debug)]
+pub struct WriteError {
+    pub path: PathBuf,
+    pub error: io::Error,
+}
+
+impl fmt::Display for WriteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.error)
+    }
+}
+
+impl std::error::Error for WriteError {}
+
+/// The exact text of a reservation file holding `reserved_until_unix_us`.
 pub fn encode(reserved_until_unix_us: i64) -> String {
     format!("{HEADER}\n{KEY}{reserved_until_unix_us}\n")
 }
@@ -67,15 +83,27 @@ pub fn read(directory: &Path) -> Result<Option<i64>, ReadError> {
     }
 }
 
-/// Durably replaces the reservation in `directory` with `reserved_until_unix_us`.
-pub fn write(directory: &Path, reserved_until_unix_us: i64) -> io::Result<()> {
-    let temporary = directory.join(format!("{FILE_NAME}.tmp"));
-    let mut file = File::create(&temporary)?;
-    file.write_all(encode(reserved_until_unix_us).as_bytes())?;
-    file.sync_all()?;
+/// Name of the temporary file a write goes through.
+pub const TEMPORARY_FILE_NAME: &str = "snowflake_id.reservation.tmp";
+
+/// Durably replaces the reservation in `directory` with `reserved_until_unix_us`. The error names
+/// the file that failed: the temporary file, the reservation file, or the directory.
+pub fn write(directory: &Path, reserved_until_unix_us: i64) -> Result<(), WriteError> {
+    let temporary = directory.join(TEMPORARY_FILE_NAME);
+    let failed = |path: &Path| {
+        let path = path.to_path_buf();
+        move |error| WriteError { path, error }
+    };
+    let mut file = File::create(&temporary).map_err(failed(&temporary))?;
+    file.write_all(encode(reserved_until_unix_us).as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(failed(&temporary))?;
     drop(file);
-    fs::rename(&temporary, directory.join(FILE_NAME))?;
-    File::open(directory)?.sync_all()
+    let target = directory.join(FILE_NAME);
+    fs::rename(&temporary, &target).map_err(failed(&target))?;
+    File::open(directory)
+        .and_then(|dir| dir.sync_all())
+        .map_err(failed(directory))
 }
 
 #[cfg(test)]
@@ -106,7 +134,22 @@ mod tests {
         assert_eq!(read(&dir).unwrap(), Some(1_790_000_000_000_000));
         write(&dir, 1_790_000_001_000_000).unwrap();
         assert_eq!(read(&dir).unwrap(), Some(1_790_000_001_000_000));
-        assert!(!dir.join(format!("{FILE_NAME}.tmp")).exists());
+        assert!(!dir.join(TEMPORARY_FILE_NAME).exists());
+    }
+
+    #[test]
+    fn a_failed_write_names_the_file_that_failed() {
+        let dir = scratch("failed-write");
+        fs::create_dir(dir.join(TEMPORARY_FILE_NAME)).unwrap(); // the temp name is taken
+        let error = write(&dir, 1).unwrap_err();
+        assert_eq!(error.path, dir.join(TEMPORARY_FILE_NAME));
+        fs::remove_dir(dir.join(TEMPORARY_FILE_NAME)).unwrap();
+        fs::create_dir_all(dir.join(FILE_NAME).join("occupied")).unwrap(); // rename target taken
+        let error = write(&dir, 1).unwrap_err();
+        assert_eq!(error.path, dir.join(FILE_NAME));
+        assert!(error
+            .to_string()
+            .starts_with(&dir.join(FILE_NAME).display().to_string()));
     }
 
     #[test]
