@@ -597,4 +597,92 @@ mod tests {
             "SELECT to_regclass('c_plain_id_seq') IS NOT NULL"
         ));
     }
+
+    #[pg_test]
+    fn convert_with_a_null_argument_changes_nothing() {
+        Spi::run("CREATE TABLE c_null (id serial PRIMARY KEY)").unwrap();
+        for call in ["NULL, 'id'", "'c_null', NULL", "'c_null', 'id', NULL"] {
+            let result =
+                Spi::get_one::<String>(&format!("SELECT snowflake_convert_column({call})"));
+            assert_eq!(result, Ok(None), "{call}");
+        }
+        assert_eq!(
+            column_state("c_null", "id"),
+            "integer nextval('c_null_id_seq'::regclass) no identity"
+        );
+    }
+
+    #[pg_test]
+    fn convert_refuses_a_check_constraint_that_rejects_the_ids() {
+        Spi::run(
+            "CREATE TABLE c_checked (id serial PRIMARY KEY CHECK (id < 1000000), note text,
+                                     CHECK (id > 0 OR note IS NOT NULL));
+             CREATE TABLE c_positive (id serial PRIMARY KEY CHECK (id > 0));",
+        )
+        .unwrap();
+        let error = error_of("SELECT snowflake_convert_column('c_checked', 'id')");
+        assert!(
+            error.starts_with(
+                "23514: check constraint \"c_checked_id_check\" of table \"c_checked\" rejects ID "
+            ),
+            "{error}"
+        );
+        assert!(error.contains("drop or change the constraint"), "{error}");
+        assert_eq!(
+            column_state("c_checked", "id"),
+            "integer nextval('c_checked_id_seq'::regclass) no identity"
+        );
+        // A constraint every snowflake ID satisfies does not stand in the way.
+        Spi::run("SELECT snowflake_convert_column('c_positive', 'id')").unwrap();
+        assert!(one::<i64>("INSERT INTO c_positive DEFAULT VALUES RETURNING id") > 1_000_000);
+    }
+
+    #[pg_test]
+    fn catalog_lookup_ignores_the_callers_search_path() {
+        create("'t_hostile_js53', preset => 'js53'");
+        // An always-true text equality, and a name/oid equality that calls back into the
+        // extension: the lookup must use neither.
+        Spi::run(
+            "CREATE SCHEMA evil;
+             CREATE FUNCTION evil.always(text, text) RETURNS boolean LANGUAGE sql AS 'SELECT true';
+             CREATE OPERATOR evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.always);
+             CREATE FUNCTION evil.reenter(name, name) RETURNS boolean LANGUAGE sql
+                 AS 'SELECT snowflake_nextval() > 0';
+             CREATE OPERATOR evil.= (LEFTARG = name, RIGHTARG = name, FUNCTION = evil.reenter);
+             CREATE FUNCTION evil.reenter(oid, oid) RETURNS boolean LANGUAGE sql
+                 AS 'SELECT snowflake_nextval() > 0';
+             CREATE OPERATOR evil.= (LEFTARG = oid, RIGHTARG = oid, FUNCTION = evil.reenter);
+             CREATE FUNCTION evil.times(numeric, integer) RETURNS numeric LANGUAGE sql
+                 AS 'SELECT 0::numeric';
+             CREATE OPERATOR evil.* (LEFTARG = numeric, RIGHTARG = integer, FUNCTION = evil.times);
+             SET LOCAL search_path = evil, pg_catalog, public;",
+        )
+        .unwrap();
+        let id: i64 = one("SELECT snowflake_nextval('t_hostile_js53')");
+        assert!(id < 1 << 53, "{id} was not made with the js53 layout");
+        let ts_matches: bool = one(
+            "SELECT snowflake_timestamp(snowflake_nextval('t_hostile_js53'), 't_hostile_js53')
+                    BETWEEN clock_timestamp() - interval '1 minute' AND clock_timestamp() + interval '1 minute'",
+        );
+        assert!(
+            ts_matches,
+            "the epoch was read wrongly under a hostile search_path"
+        );
+        create("'t_hostile_created', preset => 'js53'");
+        assert!(one::<i64>("SELECT snowflake_nextval('t_hostile_created')") < 1 << 53);
+        let error = error_of("SELECT snowflake_nextval('t_hostile_missing')");
+        assert!(error.starts_with("42704: "), "{error}");
+    }
+
+    #[pg_test]
+    fn nextval_works_in_a_read_only_transaction() {
+        // Decided: snowflake_nextval changes no table, so (like gen_random_uuid, unlike
+        // nextval) it issues IDs in read-only transactions. README, snowflake_nextval.
+        Spi::run("CREATE SEQUENCE t_read_only_plain").unwrap();
+        error_of("SELECT 1"); // creates error_of's helper while writing is still allowed
+        Spi::run("SET LOCAL transaction_read_only = on").unwrap();
+        assert!(one::<i64>("SELECT snowflake_nextval()") > 0);
+        let error = error_of("SELECT nextval('t_read_only_plain')");
+        assert!(error.starts_with("25006: "), "{error}");
+    }
 }

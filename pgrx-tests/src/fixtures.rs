@@ -7,6 +7,7 @@
 //! Constants of the ID format (the default sequence's layout and epoch, the reservation file's
 //! name and text) come from the pure core, `snowflake_id_core`, never copied here.
 
+use std::collections::BTreeSet;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -432,4 +433,28 @@ pub fn rate(rows: i64, elapsed: Duration) -> String {
         elapsed.as_secs_f64() * 1e3,
         rows as f64 / elapsed.as_secs_f64()
     )
+}
+
+/// The SQLSTATEs in the first column of the README's error tables: the extension's own
+/// (`## Errors`) and PostgreSQL's around it (`### Raised by PostgreSQL`, right after).
+pub fn readme_error_tables() -> (BTreeSet<String>, BTreeSet<String>) {
+    let readme = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
+    let start = readme
+        .find("\n## Errors\n")
+        .expect("README has an Errors section");
+    let section = &readme[start + 1..];
+    let section = &section[..section[1..]
+        .find("\n## ")
+        .map_or(section.len(), |end| end + 1)];
+    let (own, postgres) = section
+        .split_once("\n### Raised by PostgreSQL\n")
+        .expect("README's Errors section has a \"Raised by PostgreSQL\" table");
+    let codes = |table: &str| -> BTreeSet<String> {
+        table
+            .lines()
+            .filter_map(|line| line.strip_prefix("| `"))
+            .map(|rest| rest[..rest.find('`').unwrap()].to_owned())
+            .collect()
+    };
+    (codes(own), codes(postgres))
 }

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 
-use snowflake_id_cluster_tests::fixtures::workspace_root;
+use snowflake_id_cluster_tests::fixtures::{readme_error_tables, workspace_root};
 use snowflake_id_cluster_tests::pg_config;
 
 /// `ERRCODE_NAME` → SQLSTATE, from `#define ERRCODE_NAME MAKE_SQLSTATE('2','2','0','2','3')`.
@@ -77,30 +77,11 @@ fn raised_by_code(root: &Path) -> BTreeMap<String, String> {
     raised
 }
 
-/// The SQLSTATEs in the first column of the README's `## Errors` table (the extension's own).
-fn listed_in_readme(root: &Path) -> BTreeSet<String> {
-    let readme = fs::read_to_string(root.join("README.md")).unwrap();
-    let start = readme
-        .find("\n## Errors\n")
-        .expect("README has an Errors section");
-    let section = &readme[start + 1..];
-    // The table of the extension's own errors ends at the next heading ("### Raised by
-    // PostgreSQL" lists PostgreSQL's errors around these functions).
-    let section = &section[..section[1..]
-        .find("\n#")
-        .map_or(section.len(), |end| end + 1)];
-    section
-        .lines()
-        .filter_map(|line| line.strip_prefix("| `"))
-        .map(|rest| rest[..rest.find('`').unwrap()].to_owned())
-        .collect()
-}
-
 #[test]
 fn readme_error_table_lists_exactly_the_sqlstates_the_code_raises() {
     let root = workspace_root();
     let raised = raised_by_code(&root);
-    let listed = listed_in_readme(&root);
+    let (listed, _raised_by_postgres) = readme_error_tables();
     println!("raised by the code: {raised:#?}");
     assert!(
         raised.len() >= 15,

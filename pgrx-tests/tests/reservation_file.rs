@@ -119,3 +119,38 @@ fn corrupt_reservation_file_refuses_ids_until_a_valid_one_is_written() {
     assert_eq!(assert_table_consistent(&mut client), 2_000);
     assert_eq!(refused.len(), 3);
 }
+
+/// A write that fails names the file that failed: here the temporary file, whose name a
+/// directory has taken. No ID is issued until the write succeeds again.
+#[test]
+fn a_failed_reservation_write_names_the_file_that_failed() {
+    let mut cluster = Cluster::builder().start();
+    let mut client = cluster.connect();
+    client
+        .batch_execute("CREATE EXTENSION snowflake_id")
+        .unwrap();
+    drop(client);
+    cluster.stop("fast");
+    let blocker = cluster.data_dir().join(reservation::TEMPORARY_FILE_NAME);
+    std::fs::create_dir(&blocker).unwrap();
+    cluster.start();
+    let mut client = cluster.connect();
+    let error = client
+        .query_one("SELECT snowflake_nextval()", &[])
+        .expect_err("the reservation cannot be written");
+    let (code, message, hint) = error_parts(&error);
+    println!("reservation write blocked: {code}: {message} (hint: {hint})");
+    assert_eq!(code, "58030", "{message}");
+    assert!(
+        message.contains(&format!("\"{}\"", blocker.display())),
+        "the message does not name {}: {message}",
+        blocker.display()
+    );
+    assert!(hint.starts_with("No ID was issued."), "{hint}");
+    std::fs::remove_dir(&blocker).unwrap();
+    let id: i64 = client
+        .query_one("SELECT snowflake_nextval()", &[])
+        .unwrap()
+        .get(0);
+    assert!(id > 0);
+}
