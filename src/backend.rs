@@ -57,7 +57,8 @@ thread_local! {
 }
 
 /// Runs `f` on this backend's state. A call that reaches the extension again while `f` runs
-/// (only possible through SQL the extension runs itself, which names every object by schema)
+/// (only through code its own catalog lookup runs, such as a row-level security policy on the
+/// catalog table; the lookup names every operator and function by schema)
 /// gets a clean error instead of a second, aliasing borrow.
 fn with_backend<R>(f: impl FnOnce(&mut Backend) -> R) -> R {
     BACKEND.with(|cell| match cell.try_borrow_mut() {

@@ -283,8 +283,8 @@ pub fn reentered() -> Error {
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         "snowflake_id was called again while it was looking up a sequence".into(),
         Some(
-            "A trigger, function or operator run by that lookup calls snowflake_id; \
-             remove that call."
+            "A row-level security policy, function or operator run by that lookup calls \
+             snowflake_id; remove that call."
                 .into(),
         ),
     )

@@ -623,7 +623,7 @@ mod tests {
         let error = error_of("SELECT snowflake_convert_column('c_checked', 'id')");
         assert!(
             error.starts_with(
-                "23514: check constraint \"c_checked_id_check\" of table \"c_checked\" rejects ID "
+                "23514: check constraint \"c_checked_id_check\" of table \"public.c_checked\" rejects ID "
             ),
             "{error}"
         );

@@ -4,7 +4,8 @@
 //! first, some calls in read-only transactions, on a server whose environment asks for Rust
 //! backtraces. Every outcome must be a result or an error whose SQLSTATE the README documents:
 //! never XX000, never panic text or a backtrace, never a crash, and a failed call leaves nothing
-//! changed. A cancel while a backend waits for the clock must look like any cancel.
+//! changed. A cancel while a backend waits for the clock must look like any cancel, and a lookup
+//! that calls back into the extension gets a clean error.
 //! The tests print the number of calls and the outcomes by SQLSTATE (`--nocapture`).
 
 use std::collections::BTreeMap;
@@ -484,4 +485,49 @@ fn a_cancel_while_waiting_for_the_clock_looks_like_any_cancel() {
         .unwrap()
         .get(0);
     assert!(id > 0);
+}
+
+#[test]
+fn a_lookup_that_calls_back_into_the_extension_gets_a_clean_error() {
+    let cluster = Cluster::builder()
+        .server_env("RUST_BACKTRACE", "full")
+        .start();
+    let mut client = cluster.connect();
+    // A row-level security policy on the catalog is the one way a lookup can run user code: it
+    // calls snowflake_nextval() while the extension is looking up a sequence.
+    client
+        .batch_execute(
+            "CREATE EXTENSION snowflake_id;
+             SELECT snowflake_create_sequence('looked_up', preset => 'js53');
+             CREATE ROLE plain;
+             ALTER TABLE snowflake_sequence_catalog ENABLE ROW LEVEL SECURITY;
+             CREATE POLICY calls_back ON snowflake_sequence_catalog
+                 USING (snowflake_nextval('default') > 0);",
+        )
+        .unwrap();
+    let mut session = cluster.connect();
+    session.batch_execute("SET ROLE plain").unwrap();
+    let error = session
+        .query_one("SELECT snowflake_nextval('looked_up')", &[])
+        .expect_err("the lookup calls back into the extension");
+    let code = checked_error("a lookup that calls back", &error);
+    let (_, message, hint) = error_parts(&error);
+    println!("re-entered during a lookup: {code}: {message} (hint: {hint})");
+    assert_eq!(code, "55000", "{message}");
+    assert!(
+        message.contains("called again while it was looking up a sequence"),
+        "{message}"
+    );
+    // Once the policy is gone the same session works.
+    client
+        .batch_execute(
+            "DROP POLICY calls_back ON snowflake_sequence_catalog;
+             ALTER TABLE snowflake_sequence_catalog DISABLE ROW LEVEL SECURITY;",
+        )
+        .unwrap();
+    let id: i64 = session
+        .query_one("SELECT snowflake_nextval('looked_up')", &[])
+        .unwrap()
+        .get(0);
+    assert!(id < 1 << 53);
 }
