@@ -1,10 +1,32 @@
--- snowflake_id 0.2.0 → 0.3.0: hardening (no new objects).
+-- snowflake_id 0.2.0 → 0.3.0: the durable floor and hardening (no new objects).
+-- - snowflake_stats() reports the forward jumps of the wall clock it followed and ignored, and
+--   the durable floor (docs/design.md §3, §5).
 -- - snowflake_convert_column is STRICT, and refuses a column whose CHECK constraints reject the
 --   sequence's IDs, before it changes anything.
 -- - The SECURITY DEFINER functions search pg_catalog first, so no object in the extension's
 --   schema can stand in for a built-in operator or function while they run.
 -- The same text is part of a fresh 0.3.0 install (extension_sql_file! in src/lib.rs), so an
 -- updated database and a new one have identical objects.
+
+DROP FUNCTION snowflake_stats();
+CREATE FUNCTION snowflake_stats() RETURNS TABLE (
+    backward_steps bigint,
+    largest_backward_step_ms double precision,
+    wall_clock_behind_ms double precision,
+    borrowed_ticks bigint,
+    throttle_sleeps bigint,
+    reservation_writes bigint,
+    reserved_until timestamp with time zone,
+    cluster_clock timestamp with time zone,
+    slots_in_use integer,
+    max_workers integer,
+    forward_jumps_followed bigint,
+    forward_jumps_ignored bigint,
+    durable_floor timestamp with time zone
+)
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_stats_wrapper';
 
 ALTER FUNCTION snowflake_create_sequence(text, text, timestamptz, interval, integer, integer, integer, integer, integer)
     SET search_path = pg_catalog, @extschema@, pg_temp;

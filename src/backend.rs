@@ -16,11 +16,11 @@ use snowflake_id_core::layout::{Field, Layout, Parts};
 use snowflake_id_core::slots::{self, Slot};
 
 use crate::catalog::CatalogTable;
+use crate::data_floor;
 use crate::errors;
 use crate::gucs;
 use crate::sequence_cache::SequenceCache;
 use crate::shared_memory::{self, SharedState};
-use crate::timestamps::format_unix_us;
 
 /// Longest single sleep while waiting for the clock, so interrupts are served promptly.
 const MAX_SLEEP_US: i64 = 10_000;
@@ -30,6 +30,8 @@ struct Issuer {
     generator: Generator,
     node: u64,
     worker: u64,
+    /// The layout's time unit, as the slot's floors are kept per unit.
+    unit: usize,
     /// Latest tick whose end is reserved and published as the slot's floor.
     published_tick: Option<u64>,
     /// Borrowed ticks already added to the shared counter.
@@ -160,14 +162,20 @@ fn new_issuer(name: &str, layout: &Layout, slot_index: usize, slot: &Slot) -> Is
         let in_use = slots::in_use(shared_memory::state().slots());
         errors::worker_does_not_fit(name, layout, worker, in_use).raise();
     }
-    // The floor covers every tick previous holders of the slot used, and every tick this
-    // backend used in any sequence so far.
-    let floor = slot.floor_unix_us.load(Ordering::Acquire);
-    let start_after = layout.first_tick_at_or_after(floor).checked_sub(1);
+    // IDs already stored by a cluster this one does not share WAL with (pg_upgrade, a restored
+    // dump, a lost reservation file) raise the cluster clock above them first.
+    data_floor::raise_above_stored_ids(name, layout);
+    // The slot's floor for this time unit covers every tick previous holders of the slot used,
+    // and every tick this backend used, in sequences of this unit so far.
+    let unit = layout.time_unit_index();
+    let start_after = layout
+        .first_tick_at_or_after(slot.floor(unit))
+        .checked_sub(1);
     Issuer {
         generator: Generator::new(layout.sequence_bits, start_after),
         node,
         worker,
+        unit,
         published_tick: None,
         counted_borrows: 0,
         wall_checked_tick: None,
@@ -183,12 +191,18 @@ fn issue(
     gene: u64,
 ) -> i64 {
     let lead_ticks = (i64::from(gucs::MAX_LEAD_MS.get()) * 1_000 / layout.time_unit_us) as u64;
+    // A clock before the epoch has no tick: refuse rather than wait for years.
+    let tick_at = |now| {
+        layout
+            .tick_at(now)
+            .unwrap_or_else(|| errors::clock_before_epoch(name, layout, now).raise())
+    };
     loop {
         let mut now = shared.read_clock_monotonic();
-        let mut now_tick = layout.tick_at(now).unwrap_or(0);
+        let mut now_tick = tick_at(now);
         if issuer.wall_checked_tick < Some(now_tick) {
             now = shared.read_clock().now_unix_us;
-            now_tick = layout.tick_at(now).unwrap_or(0);
+            now_tick = tick_at(now);
             issuer.wall_checked_tick = Some(now_tick);
         }
         match issuer
@@ -201,7 +215,7 @@ fn issue(
                     // it as the slot's floor (a later holder of the slot starts after it).
                     let end = layout.tick_start_unix_us(tick + 1);
                     shared.ensure_reserved(end);
-                    slot.raise_floor(end);
+                    slot.raise_floor(issuer.unit, end);
                     issuer.published_tick = Some(tick);
                     let borrows = issuer.generator.borrowed_ticks();
                     if borrows > issuer.counted_borrows {
@@ -233,10 +247,7 @@ fn issue(
                 unsafe { pg_sys::pg_usleep(wait_us) };
                 pg_sys::check_for_interrupts!();
             }
-            Step::TimeExhausted => {
-                let exhausted_at = format_unix_us(layout.exhausted_at_unix_us());
-                errors::time_exhausted(name, layout, &exhausted_at).raise()
-            }
+            Step::TimeExhausted => errors::time_exhausted(name, layout).raise(),
         }
     }
 }

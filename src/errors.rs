@@ -9,6 +9,8 @@ use snowflake_id_core::layout::{DecodeError, Field, Layout};
 use snowflake_id_core::reservation;
 use snowflake_id_core::sequence_options::OptionsError;
 
+use crate::timestamps::format_unix_us;
+
 /// An error about to be raised.
 #[must_use = "an error does nothing until it is raised"]
 pub struct Error {
@@ -199,14 +201,14 @@ pub fn no_gene_bits(sequence: &str) -> Error {
     )
 }
 
-/// `exhausted_at` is the end of the time field, already formatted as a timestamp.
-pub fn time_exhausted(sequence: &str, layout: &Layout, exhausted_at: &str) -> Error {
+pub fn time_exhausted(sequence: &str, layout: &Layout) -> Error {
     Error::new(
         PgSqlErrorCode::ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
         format!(
             "snowflake sequence \"{sequence}\" has run out of time: its {}-bit time field ended \
-             at {exhausted_at}",
-            layout.time_bits
+             at {}",
+            layout.time_bits,
+            format_unix_us(layout.exhausted_at_unix_us())
         ),
         Some("Create a new sequence with a later epoch or more time bits.".into()),
     )
@@ -217,6 +219,23 @@ pub fn stored_layout_invalid(sequence: &str, problem: &dyn std::fmt::Display) ->
         PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
         format!("snowflake sequence \"{sequence}\" has an invalid layout: {problem}"),
         Some("The catalog table was changed by hand; recreate the sequence.".into()),
+    )
+}
+
+/// The cluster clock reads a time before the sequence's epoch (a machine whose clock was reset).
+pub fn clock_before_epoch(sequence: &str, layout: &Layout, now_unix_us: i64) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "snowflake sequence \"{sequence}\" starts at {}, but the server's clock reads {}",
+            format_unix_us(layout.epoch_unix_us),
+            format_unix_us(now_unix_us)
+        ),
+        Some(
+            "Set the server's clock right (for example with NTP); a sequence makes no IDs \
+             before its epoch."
+                .into(),
+        ),
     )
 }
 

@@ -11,6 +11,12 @@ pub static NODE_ID: GucSetting<i32> = GucSetting::<i32>::new(NODE_ID_UNSET);
 pub static MAX_WORKERS: GucSetting<i32> = GucSetting::<i32>::new(1024);
 pub static MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(100);
 pub static RESERVE_AHEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+/// Our custom WAL resource manager id: 128–255 is the range PostgreSQL leaves to extensions
+/// (128 is for development only). 176 is unused by the extensions we know of; an operator whose
+/// other extension claims it moves ours here (docs/design.md §5.2).
+pub static WAL_RMGR_ID: GucSetting<i32> = GucSetting::<i32>::new(176);
+pub static MAX_CLOCK_JUMP_MS: GucSetting<i32> = GucSetting::<i32>::new(1_000);
+pub static CLOCK_JUMP_CONFIRM_MS: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 
 /// Registers the parameters; only called while `shared_preload_libraries` is being processed,
 /// because postmaster-level parameters cannot be defined later.
@@ -54,6 +60,39 @@ pub fn register() {
         &RESERVE_AHEAD_MS,
         1,
         86_400_000,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake.wal_rmgr_id",
+        c"Id of snowflake_id's custom WAL resource manager (129 to 255).",
+        c"Change it only if another extension uses the same id, on every server of a \
+          replication group at once, after a clean shutdown: WAL written with the old id can no \
+          longer be replayed.",
+        &WAL_RMGR_ID,
+        129,
+        255,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake.max_clock_jump",
+        c"Largest forward jump of the wall clock that is followed at once.",
+        c"A larger jump is followed only after it has lasted snowflake.clock_jump_confirm; a \
+          glitch that goes away before then leaves no trace in the IDs.",
+        &MAX_CLOCK_JUMP_MS,
+        0,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake.clock_jump_confirm",
+        c"How long a forward jump larger than snowflake.max_clock_jump must last to be followed.",
+        c"Until then the cluster clock continues at real speed from its last trusted reading.",
+        &CLOCK_JUMP_CONFIRM_MS,
+        0,
+        i32::MAX,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );

@@ -2,19 +2,21 @@
 //!
 //! This crate is the PostgreSQL glue only (docs/design.md §7); everything that decides an ID's
 //! value is in the pure core crate `snowflake_id_core` (crates/snowflake_id_core).
-//! Glue files, named by what they face: `gucs`, `shared_memory`, `catalog`, `sequence_cache`,
-//! `backend`, `sql_api`, `timestamps`, `errors`.
+//! Glue files, named by what they face: `gucs`, `shared_memory`, `wal`, `catalog`,
+//! `sequence_cache`, `data_floor`, `backend`, `sql_api`, `timestamps`, `errors`.
 
 use pgrx::prelude::*;
 
 mod backend;
 mod catalog;
+mod data_floor;
 mod errors;
 mod gucs;
 mod sequence_cache;
 mod shared_memory;
 mod sql_api;
 mod timestamps;
+mod wal;
 
 #[cfg(any(test, feature = "pg_test"))]
 mod sql_tests;
@@ -29,14 +31,16 @@ pgrx::extension_sql_file!(
     name = "convert_column",
     requires = ["bootstrap"]
 );
-// Version 0.3.0's changes, likewise part of a fresh install.
+// Version 0.3.0's changes, likewise part of a fresh install (it recreates snowflake_stats
+// exactly as the function below is declared, so a fresh and an updated install agree).
 pgrx::extension_sql_file!(
     "../sql/snowflake_id--0.2.0--0.3.0.sql",
-    name = "hardening",
+    name = "durable_floor_and_hardening",
     requires = [
         "convert_column",
         sql_api::snowflake_create_sequence,
-        sql_api::snowflake_drop_sequence
+        sql_api::snowflake_drop_sequence,
+        sql_api::snowflake_stats
     ]
 );
 
@@ -55,6 +59,7 @@ pub extern "C-unwind" fn _PG_init() {
         return;
     }
     gucs::register();
+    wal::register();
     shared_memory::install_hooks();
 }
 

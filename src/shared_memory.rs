@@ -9,12 +9,13 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, Ordering};
 use once_cell::sync::OnceCell;
 use pgrx::prelude::*;
 
-use snowflake_id_core::cluster_clock::{ClusterClock, Reading};
+use snowflake_id_core::cluster_clock::{ClusterClock, Jump, JumpPolicy, Reading};
 use snowflake_id_core::reservation;
 use snowflake_id_core::slots::Slot;
 
 use crate::errors;
 use crate::gucs;
+use crate::wal;
 
 /// A wall clock whose lag behind the cluster clock grows by more than this counts as a backward
 /// step. Smaller changes are read jitter or a backend paused between its two clock reads; NTP
@@ -32,6 +33,8 @@ pub struct Counters {
     pub borrowed_ticks: AtomicU64,
     pub throttle_sleeps: AtomicU64,
     pub reservation_writes: AtomicU64,
+    pub forward_jumps_followed: AtomicU64,
+    pub forward_jumps_ignored: AtomicU64,
 }
 
 /// The durable high-water mark (docs/design.md §5), read on every new tick, written about once per
@@ -40,6 +43,9 @@ pub struct Counters {
 pub struct Reservation {
     /// No ID's tick may end after this; i64::MIN forces every new tick to the slow path.
     pub until_unix_us: AtomicI64,
+    /// The durable floor this server learned from outside: the file at start, WAL replay, and
+    /// the data (docs/design.md §5). No ID issued before has a tick ending after it.
+    pub floor_unix_us: AtomicI64,
     /// The file was unreadable or corrupt at startup: no ID may be issued.
     pub broken: AtomicBool,
     /// Serialises extending the file (an LWLock from our named tranche).
@@ -77,17 +83,30 @@ impl SharedState {
         }
     }
 
-    /// The cluster's forward-only time; notes backward steps of the wall clock.
+    /// The cluster's time; notes backward steps and decided forward jumps of the wall clock.
     pub fn read_clock(&self) -> Reading {
         let (wall, monotonic) = system_clocks_us();
-        let reading = self.clock.read(wall, monotonic);
+        let policy = JumpPolicy {
+            max_jump_us: i64::from(gucs::MAX_CLOCK_JUMP_MS.get()) * 1_000,
+            confirm_us: i64::from(gucs::CLOCK_JUMP_CONFIRM_MS.get()) * 1_000,
+        };
+        let reading = self.clock.read(wall, monotonic, policy);
         let counters = &self.counters;
+        match reading.jump {
+            Some(Jump::Followed) => counters
+                .forward_jumps_followed
+                .fetch_add(1, Ordering::Relaxed),
+            Some(Jump::Ignored) => counters
+                .forward_jumps_ignored
+                .fetch_add(1, Ordering::Relaxed),
+            None => 0,
+        };
         let known_lag = counters.known_lag_us.load(Ordering::Relaxed);
         if (reading.wall_behind_us - known_lag).abs() > BACKWARD_STEP_THRESHOLD_US {
             // Rare path: confirm with a second reading, so a stale wall read (this backend was
             // paused between its two clock reads, or raced a forward step) is not counted.
             let (wall, monotonic) = system_clocks_us();
-            let lag = self.clock.read(wall, monotonic).wall_behind_us;
+            let lag = self.clock.read(wall, monotonic, policy).wall_behind_us;
             if (lag - known_lag).abs() > BACKWARD_STEP_THRESHOLD_US
                 && counters
                     .known_lag_us
@@ -135,6 +154,9 @@ impl SharedState {
             let until = end_unix_us
                 .max(self.read_clock().now_unix_us)
                 .saturating_add(ahead_us);
+            // The WAL first: a standby, a crash recovery and a restored backup learn the
+            // reservation from it; the file carries it past the next checkpoint.
+            wal::log_reservation(until);
             reservation::write(Path::new("."), until).map(|()| {
                 reservation.until_unix_us.store(until, Ordering::Release);
                 self.counters
@@ -147,6 +169,43 @@ impl SharedState {
         if let Err(error) = result {
             errors::reservation_not_written(&in_data_dir(&error.path), &error.error).raise();
         }
+    }
+}
+
+impl SharedState {
+    /// Raises the durable floor to `floor_unix_us` (a replayed WAL record, or the IDs stored in
+    /// a table): the cluster clock moves up to it, and the file keeps it past the next
+    /// checkpoint. Called in the startup process during replay, and in backends.
+    pub fn raise_durable_floor(&self, floor_unix_us: i64) {
+        let previous = self
+            .reservation
+            .floor_unix_us
+            .fetch_max(floor_unix_us, Ordering::AcqRel);
+        if floor_unix_us <= previous {
+            return;
+        }
+        let (_, monotonic) = system_clocks_us();
+        self.clock.raise_to(floor_unix_us, monotonic);
+        let file_floor = reservation::read(Path::new(".")).ok().flatten();
+        if file_floor.is_some_and(|file| file >= floor_unix_us) {
+            return;
+        }
+        if let Err(error) = reservation::write(Path::new("."), floor_unix_us) {
+            // Replay must go on; the WAL still holds the record until the next checkpoint.
+            pgrx::warning!(
+                "snowflake_id: could not write the raised floor to \"{}\": {error}",
+                in_data_dir(&error.path)
+            );
+        }
+    }
+
+    /// The end of the latest tick any ID used, as far as this server knows: its durable floor
+    /// and every worker slot's floors (valid while no backend issues IDs).
+    fn issued_high_water(&self) -> i64 {
+        self.slots().iter().map(Slot::highest_floor).fold(
+            self.reservation.floor_unix_us.load(Ordering::Acquire),
+            i64::max,
+        )
     }
 }
 
@@ -278,6 +337,7 @@ unsafe extern "C-unwind" fn init_shared_memory() {
                 clock: ClusterClock::new(),
                 reservation: Reservation {
                     until_unix_us: AtomicI64::new(i64::MIN),
+                    floor_unix_us: AtomicI64::new(floor),
                     broken: AtomicBool::new(broken),
                     lock: AtomicPtr::new(lock),
                 },
@@ -291,13 +351,38 @@ unsafe extern "C-unwind" fn init_shared_memory() {
             let (wall, monotonic) = system_clocks_us();
             (*header).clock.start(wall, monotonic, floor);
             // Starting after the reservation is not a clock step: count only later changes.
-            let lag = (*header).clock.read(wall, monotonic).wall_behind_us;
+            let lag = (*header)
+                .clock
+                .read(wall, monotonic, JumpPolicy::TRUST_ALL)
+                .wall_behind_us;
             (*header)
                 .counters
                 .known_lag_us
                 .store(lag, Ordering::Relaxed);
+            pg_sys::on_shmem_exit(Some(write_floor_at_exit), pg_sys::Datum::from(0));
         }
         pg_sys::LWLockRelease(init_lock);
         SHARED.store(header, Ordering::Release);
+    }
+}
+
+/// At a clean shutdown of the postmaster (every backend has exited), replaces the reservation
+/// in the file with the end of the latest tick actually used, so a restart continues from
+/// there instead of a whole `snowflake.reserve_ahead` ahead (docs/design.md §5.1). After a crash
+/// (any other exit code) the reservation stays, as the slots' floors may not be trustworthy.
+#[pg_guard]
+unsafe extern "C-unwind" fn write_floor_at_exit(code: std::ffi::c_int, _arg: pg_sys::Datum) {
+    let Some(shared) = try_state() else { return };
+    if code != 0 || shared.reservation.broken.load(Ordering::Relaxed) {
+        return;
+    }
+    let high_water = shared.issued_high_water();
+    if high_water > 0 {
+        if let Err(error) = reservation::write(Path::new("."), high_water) {
+            pgrx::warning!(
+                "snowflake_id: could not write the floor at shutdown to \"{}\": {error}",
+                in_data_dir(&error.path)
+            );
+        }
     }
 }

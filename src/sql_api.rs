@@ -192,6 +192,9 @@ fn snowflake_stats() -> TableIterator<
         name!(cluster_clock, Option<TimestampWithTimeZone>),
         name!(slots_in_use, i32),
         name!(max_workers, i32),
+        name!(forward_jumps_followed, i64),
+        name!(forward_jumps_ignored, i64),
+        name!(durable_floor, Option<TimestampWithTimeZone>),
     ),
 > {
     let shared = shared_memory::state();
@@ -214,6 +217,9 @@ fn snowflake_stats() -> TableIterator<
         timestamps::timestamptz(reading.now_unix_us),
         slots::in_use(shared.slots()) as i32,
         shared.slots().len() as i32,
+        count(&counters.forward_jumps_followed),
+        count(&counters.forward_jumps_ignored),
+        timestamps::timestamptz(shared.reservation.floor_unix_us.load(Ordering::Relaxed)),
     );
     TableIterator::once(row)
 }

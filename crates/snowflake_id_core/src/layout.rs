@@ -306,6 +306,15 @@ impl Layout {
         })
     }
 
+    /// Position of the time unit in `ALLOWED_TIME_UNITS_US` (a slot keeps one floor per unit);
+    /// the finest unit for a layout that fails `validate`.
+    pub fn time_unit_index(&self) -> usize {
+        ALLOWED_TIME_UNITS_US
+            .iter()
+            .position(|unit| *unit == self.time_unit_us)
+            .unwrap_or(0)
+    }
+
     /// The unit as used in arithmetic: at least 1 µs, so invalid layouts cannot divide by 0.
     fn unit(&self) -> i128 {
         i128::from(self.time_unit_us.max(1))

@@ -1,20 +1,28 @@
 //! Worker-slot allocation over a table of plain atomics (the glue places `[Slot]` in
 //! shared memory). A slot's index is the worker number; holder pid 0 means free.
 //!
-//! Each slot carries a floor: the end of the latest tick any holder used. A new holder
-//! starts at or after it, so a worker number reused by another backend never repeats an
-//! earlier holder's (tick, worker) pairs.
+//! Each slot carries a floor per time unit: the end of the latest tick any holder used in a
+//! sequence of that unit. A new holder's generator for a sequence starts at or after the floor
+//! of the sequence's unit, so a worker number reused by another backend never repeats an
+//! earlier holder's (tick, worker) pairs, and a sequence with fine ticks never waits for the end
+//! of a coarse tick another sequence used (docs/design.md §4).
 
 use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
+
+use crate::layout::ALLOWED_TIME_UNITS_US;
+
+/// How many time units a layout can have (one floor each).
+pub const TIME_UNITS: usize = ALLOWED_TIME_UNITS_US.len();
 
 #[repr(C, align(64))]
 pub struct Slot {
     pub holder_pid: AtomicI32,
     pub database_oid: AtomicU32,
-    /// End (exclusive, unix µs) of the latest tick any holder of this slot used; a new
-    /// holder starts at or after it. 0 (1970) until first raised, which constrains no
-    /// valid layout since epochs are not before 1970.
-    pub floor_unix_us: AtomicI64,
+    /// Per time unit (`Layout::time_unit_index`): end (exclusive, unix µs) of the latest tick
+    /// any holder of this slot used in a sequence of that unit; a new holder starts at or after
+    /// it. 0 (1970) until first raised, which constrains no valid layout since epochs are not
+    /// before 1970.
+    floors_unix_us: [AtomicI64; TIME_UNITS],
     pub claimed_at_unix_us: AtomicI64,
     pub ids_issued: AtomicU64,
 }
@@ -32,14 +40,15 @@ pub struct Exhausted {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Claim {
     pub index: usize,
-    pub floor_unix_us: i64,
+    /// The slot's floors when it was claimed, per time unit.
+    pub floors_unix_us: [i64; TIME_UNITS],
     pub reclaimed_from_pid: Option<i32>,
 }
 
 /// Claim the lowest free slot for `pid`. A slot held by a pid for which `is_alive(pid)`
 /// is false is reclaimed (compare-exchange from that pid, so two claimers cannot both
-/// take it); its floor is kept. Sets database_oid, claimed_at_unix_us = now_unix_us,
-/// ids_issued = 0. Returns the floor the new holder must start at or after.
+/// take it); its floors are kept. Sets database_oid, claimed_at_unix_us = now_unix_us,
+/// ids_issued = 0. Returns the floors the new holder must start at or after.
 ///
 /// Free slots are preferred over dead holders' slots, so the common path makes no
 /// `is_alive` calls (each is typically a syscall); dead holders are only reclaimed when
@@ -95,20 +104,34 @@ impl Slot {
         Slot {
             holder_pid: AtomicI32::new(0),
             database_oid: AtomicU32::new(0),
-            floor_unix_us: AtomicI64::new(0),
+            floors_unix_us: [const { AtomicI64::new(0) }; TIME_UNITS],
             claimed_at_unix_us: AtomicI64::new(0),
             ids_issued: AtomicU64::new(0),
         }
     }
 
-    /// Called only by the holder (single writer): raise the floor to at least
-    /// `end_unix_us` (load, max, store — no RMW needed).
-    pub fn raise_floor(&self, end_unix_us: i64) {
+    /// Called only by the holder (single writer): raise the floor of time unit `unit` to at
+    /// least `end_unix_us` (load, max, store — no RMW needed).
+    pub fn raise_floor(&self, unit: usize, end_unix_us: i64) {
+        let floor = &self.floors_unix_us[unit];
         // Release as well as the release in `release`: a holder that dies without
         // releasing still publishes its floor as far as the hardware allows.
-        if end_unix_us > self.floor_unix_us.load(Ordering::Relaxed) {
-            self.floor_unix_us.store(end_unix_us, Ordering::Release);
+        if end_unix_us > floor.load(Ordering::Relaxed) {
+            floor.store(end_unix_us, Ordering::Release);
         }
+    }
+
+    /// The floor of time unit `unit`.
+    pub fn floor(&self, unit: usize) -> i64 {
+        self.floors_unix_us[unit].load(Ordering::Acquire)
+    }
+
+    /// The end of the latest tick any holder used, in any unit.
+    pub fn highest_floor(&self) -> i64 {
+        (0..TIME_UNITS)
+            .map(|unit| self.floor(unit))
+            .max()
+            .unwrap_or(0)
     }
 
     /// Called only by the holder: add to ids_issued without an atomic RMW (single
@@ -148,7 +171,7 @@ impl Slot {
         self.ids_issued.store(0, Ordering::Relaxed);
         Claim {
             index,
-            floor_unix_us: self.floor_unix_us.load(Ordering::Acquire),
+            floors_unix_us: std::array::from_fn(|unit| self.floor(unit)),
             reclaimed_from_pid,
         }
     }
@@ -186,7 +209,7 @@ mod tests {
         for (i, pid) in [10, 11, 12].into_iter().enumerate() {
             let c = claim(&s, pid, 5, 1000, alive).unwrap();
             assert_eq!(c.index, i);
-            assert_eq!(c.floor_unix_us, 0);
+            assert_eq!(c.floors_unix_us, [0; TIME_UNITS]);
             assert_eq!(c.reclaimed_from_pid, None);
         }
         assert!(release(&s, 1, 11));
@@ -233,14 +256,14 @@ mod tests {
         for pid in [100, 200, 300] {
             claim(&s, pid, 1, 0, alive).unwrap();
         }
-        s[1].raise_floor(5_000);
+        s[1].raise_floor(2, 5_000);
         s[1].count_issued(7);
         let c = claim(&s, 400, 2, 9_000, |p| p != 200).unwrap();
         assert_eq!(
             c,
             Claim {
                 index: 1,
-                floor_unix_us: 5_000,
+                floors_unix_us: [0, 0, 5_000, 0],
                 reclaimed_from_pid: Some(200)
             }
         );
@@ -276,11 +299,13 @@ mod tests {
     }
 
     #[test]
-    fn floor_only_rises_and_count_saturates() {
+    fn floors_only_rise_each_in_its_unit_and_count_saturates() {
         let s = Slot::default();
-        s.raise_floor(10);
-        s.raise_floor(5);
-        assert_eq!(s.floor_unix_us.load(Ordering::Relaxed), 10);
+        s.raise_floor(0, 10);
+        s.raise_floor(0, 5);
+        s.raise_floor(3, 7);
+        assert_eq!((s.floor(0), s.floor(1), s.floor(3)), (10, 0, 7));
+        assert_eq!(s.highest_floor(), 10);
         s.count_issued(3);
         s.count_issued(u64::MAX);
         assert_eq!(s.ids_issued.load(Ordering::Relaxed), u64::MAX);
@@ -314,16 +339,19 @@ mod tests {
                         assert_eq!(owner[c.index].swap(pid, Ordering::Relaxed), 0);
                         // Visible through the slot's release/acquire pair only.
                         let prev = released_floor[c.index].load(Ordering::Relaxed);
-                        assert!(c.floor_unix_us >= prev, "{} < {}", c.floor_unix_us, prev);
+                        let highest = c.floors_unix_us.into_iter().max().unwrap();
+                        assert!(highest >= prev, "{highest} < {prev}");
+                        let unit = pid as usize % TIME_UNITS;
+                        let claimed = c.floors_unix_us[unit];
                         for _ in 0..3 {
                             let t = clock.fetch_add(1, Ordering::Relaxed) + 1;
-                            slots[c.index].raise_floor(t);
+                            slots[c.index].raise_floor(unit, t);
                             slots[c.index].count_issued(1);
                             // Hold the slot a while so claimers contend.
                             std::thread::yield_now();
                         }
-                        let floor = slots[c.index].floor_unix_us.load(Ordering::Relaxed);
-                        assert!(floor > c.floor_unix_us);
+                        assert!(slots[c.index].floor(unit) > claimed);
+                        let floor = slots[c.index].highest_floor();
                         released_floor[c.index].store(floor, Ordering::Relaxed);
                         assert_eq!(owner[c.index].swap(0, Ordering::Relaxed), pid);
                         assert!(release(slots, c.index, pid));
