@@ -5,28 +5,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/install-deps.sh
 
+source scripts/throwaway-cluster.sh
+
 DEMO_DIR=/var/tmp/snowflake-demo
 PORT=54329
 BIN=$("$PG_CONFIG" --bindir)
-as_postgres() { runuser -u postgres -- "$@"; }
 
 step "cargo pgrx install --release"
 cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
 
 step "throwaway cluster in $DEMO_DIR"
-if [ -f "$DEMO_DIR/data/postmaster.pid" ]; then
-    as_postgres "$BIN/pg_ctl" --pgdata "$DEMO_DIR/data" --mode fast --wait stop >/dev/null || true
-fi
-rm -rf "$DEMO_DIR"
-install -d -o postgres -g postgres "$DEMO_DIR"
-as_postgres "$BIN/initdb" --pgdata "$DEMO_DIR/data" --auth=trust --username=postgres >/dev/null
-cat >> "$DEMO_DIR/data/postgresql.conf" <<CONF
-listen_addresses = ''
-port = $PORT
-unix_socket_directories = '$DEMO_DIR'
-shared_preload_libraries = 'snowflake_id'
-CONF
-as_postgres "$BIN/pg_ctl" --pgdata "$DEMO_DIR/data" --log "$DEMO_DIR/server.log" --wait start >/dev/null
+start_throwaway_cluster "$DEMO_DIR" "$PORT"
 
 PSQL=(psql --no-psqlrc --host "$DEMO_DIR" --port "$PORT" --username postgres --dbname postgres)
 step "demo"
