@@ -143,16 +143,15 @@ impl SharedState {
         if reservation.broken.load(Ordering::Relaxed) {
             reservation_broken();
         }
-        let lock = reservation.lock.load(Ordering::Relaxed);
-        // SAFETY: `lock` is our tranche's LWLock in shared memory, set at startup; it is
-        // released on every path below before an error is raised.
-        unsafe { pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) };
-        let result = if end_unix_us <= reservation.until_unix_us.load(Ordering::Acquire) {
-            Ok(())
-        } else {
+        let result = self.with_reservation_lock(|| {
+            if end_unix_us <= reservation.until_unix_us.load(Ordering::Acquire) {
+                return Ok(());
+            }
             let ahead_us = i64::from(gucs::RESERVE_AHEAD_MS.get()) * 1_000;
+            // At least the durable floor too, so the file never goes below it.
             let until = end_unix_us
                 .max(self.read_clock().now_unix_us)
+                .max(reservation.floor_unix_us.load(Ordering::Acquire))
                 .saturating_add(ahead_us);
             // The WAL first: a standby, a crash recovery and a restored backup learn the
             // reservation from it; the file carries it past the next checkpoint.
@@ -163,9 +162,7 @@ impl SharedState {
                     .reservation_writes
                     .fetch_add(1, Ordering::Relaxed);
             })
-        };
-        // SAFETY: we acquired this lock above.
-        unsafe { pg_sys::LWLockRelease(lock) };
+        });
         if let Err(error) = result {
             errors::reservation_not_written(&in_data_dir(&error.path), &error.error).raise();
         }
@@ -186,17 +183,30 @@ impl SharedState {
         }
         let (_, monotonic) = system_clocks_us();
         self.clock.raise_to(floor_unix_us, monotonic);
-        let file_floor = reservation::read(Path::new(".")).ok().flatten();
-        if file_floor.is_some_and(|file| file >= floor_unix_us) {
-            return;
-        }
-        if let Err(error) = reservation::write(Path::new("."), floor_unix_us) {
+        // Under the lock, so it cannot race a reservation being written: the file only rises.
+        let written = self.with_reservation_lock(|| match reservation::read(Path::new(".")) {
+            Ok(Some(file)) if file >= floor_unix_us => Ok(()),
+            _ => reservation::write(Path::new("."), floor_unix_us),
+        });
+        if let Err(error) = written {
             // Replay must go on; the WAL still holds the record until the next checkpoint.
             pgrx::warning!(
                 "snowflake_id: could not write the raised floor to \"{}\": {error}",
                 in_data_dir(&error.path)
             );
         }
+    }
+
+    /// Runs `f` holding the LWLock that serialises writing the reservation (WAL and file).
+    fn with_reservation_lock<T>(&self, f: impl FnOnce() -> T) -> T {
+        let lock = self.reservation.lock.load(Ordering::Relaxed);
+        // SAFETY: `lock` is our tranche's LWLock in shared memory, set at startup. If `f` raises
+        // an ERROR (a WAL insert can), PostgreSQL's error recovery releases every LWLock held.
+        unsafe { pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) };
+        let result = f();
+        // SAFETY: we acquired this lock above.
+        unsafe { pg_sys::LWLockRelease(lock) };
+        result
     }
 
     /// The end of the latest tick any ID used, as far as this server knows: its durable floor
