@@ -1,4 +1,7 @@
--- snowflake_id 0.2.0 → 0.3.0: the durable floor and hardening (no new objects).
+-- snowflake_id 0.2.0 → 0.3.0: the durable floor, currval/lastval, the text form, hardening.
+-- - snowflake_currval(seq) and snowflake_lastval(): the last ID this session made, like
+--   currval() and lastval(); snowflake_to_base32(id) / snowflake_from_base32(text): the compact
+--   text form (docs/design.md §6). CREATE OR REPLACE, so the same text works in a fresh install.
 -- - snowflake_stats() reports the forward jumps of the wall clock it followed and ignored, and
 --   the durable floor (docs/design.md §3, §5).
 -- - snowflake_convert_column is STRICT, and refuses a column whose CHECK constraints reject the
@@ -27,6 +30,26 @@ CREATE FUNCTION snowflake_stats() RETURNS TABLE (
 STRICT VOLATILE PARALLEL SAFE
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'snowflake_stats_wrapper';
+
+CREATE OR REPLACE FUNCTION snowflake_currval(seq text DEFAULT 'default') RETURNS bigint
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_currval_wrapper';
+
+CREATE OR REPLACE FUNCTION snowflake_lastval() RETURNS bigint
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_lastval_wrapper';
+
+CREATE OR REPLACE FUNCTION snowflake_to_base32(id bigint) RETURNS text
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_to_base32_wrapper';
+
+CREATE OR REPLACE FUNCTION snowflake_from_base32(text text) RETURNS bigint
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_from_base32_wrapper';
 
 ALTER FUNCTION snowflake_create_sequence(text, text, timestamptz, interval, integer, integer, integer, integer, integer)
     SET search_path = pg_catalog, @extschema@, pg_temp;

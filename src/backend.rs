@@ -36,6 +36,8 @@ struct Issuer {
     published_tick: Option<u64>,
     /// Borrowed ticks already added to the shared counter.
     counted_borrows: u64,
+    /// The last ID this backend issued of the sequence (`snowflake_currval`).
+    last_id: Option<i64>,
     /// Latest clock tick in which the wall clock was read (the hot path reads only the
     /// monotonic clock; once per tick the wall clock is read so forward steps are followed).
     wall_checked_tick: Option<u64>,
@@ -46,6 +48,8 @@ struct Backend {
     slot: OnceCell<usize>,
     /// Each sequence's layout, with this backend's issuer for it once it made an ID.
     sequences: SequenceCache<Issuer>,
+    /// The last ID this backend issued of any sequence (`snowflake_lastval`).
+    last_id: Option<i64>,
 }
 
 thread_local! {
@@ -54,6 +58,7 @@ thread_local! {
         RefCell::new(Backend {
             slot: OnceCell::new(),
             sequences: SequenceCache::new(),
+            last_id: None,
         })
     };
 }
@@ -98,8 +103,30 @@ pub fn next_id(name: &str, gene: Option<i64>) -> i64 {
         let issuer = entry
             .state
             .get_or_insert_with(|| new_issuer(name, &layout, slot_index, slot));
-        issue(shared, slot, name, &layout, issuer, gene)
+        let id = issue(shared, slot, name, &layout, issuer, gene);
+        issuer.last_id = Some(id);
+        backend.last_id = Some(id);
+        id
     })
+}
+
+/// The last ID this session issued of sequence `name` (55000 if none, 42704 if no such sequence).
+pub fn current_id(name: &str) -> i64 {
+    shared_memory::state();
+    with_backend(|backend| {
+        let entry = backend.sequences.entry(name);
+        entry
+            .state
+            .as_ref()
+            .and_then(|issuer| issuer.last_id)
+            .unwrap_or_else(|| errors::currval_undefined(name).raise())
+    })
+}
+
+/// The last ID this session issued of any sequence (55000 if none).
+pub fn last_id() -> i64 {
+    shared_memory::state();
+    with_backend(|backend| backend.last_id).unwrap_or_else(|| errors::lastval_undefined().raise())
 }
 
 fn claim_slot(shared: &'static SharedState) -> usize {
@@ -178,6 +205,7 @@ fn new_issuer(name: &str, layout: &Layout, slot_index: usize, slot: &Slot) -> Is
         unit,
         published_tick: None,
         counted_borrows: 0,
+        last_id: None,
         wall_checked_tick: None,
     }
 }

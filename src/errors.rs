@@ -5,6 +5,7 @@
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
+use snowflake_id_core::base32;
 use snowflake_id_core::layout::{DecodeError, Field, Layout};
 use snowflake_id_core::reservation;
 use snowflake_id_core::sequence_options::OptionsError;
@@ -239,13 +240,58 @@ pub fn clock_before_epoch(sequence: &str, layout: &Layout, now_unix_us: i64) -> 
     )
 }
 
-// Decoding.
+pub fn currval_undefined(sequence: &str) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("currval of snowflake sequence \"{sequence}\" is not yet defined in this session"),
+        Some(format!(
+            "Call snowflake_nextval('{sequence}') in this session first."
+        )),
+    )
+}
+
+pub fn lastval_undefined() -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowflake lastval is not yet defined in this session".into(),
+        Some("Call snowflake_nextval() in this session first.".into()),
+    )
+}
+
+// Decoding and the text form.
 
 pub fn not_an_id_of(sequence: &str, id: i64, problem: &DecodeError) -> Error {
     Error::new(
         PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
         format!("{id} is not an ID of snowflake sequence \"{sequence}\": {problem}"),
         Some("Pass the name of the sequence that made the ID as the second argument.".into()),
+    )
+}
+
+pub fn negative_id(id: i64) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+        format!("{id} is not a snowflake ID: IDs are never negative"),
+        None,
+    )
+}
+
+pub fn invalid_base32(text: &str, problem: &base32::ParseError) -> Error {
+    let code = match problem {
+        base32::ParseError::OutOfRange => PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+        _ => PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
+    };
+    Error::new(
+        code,
+        format!(
+            "invalid snowflake base32 text \"{}\": {problem}",
+            text.escape_default()
+        ),
+        Some(format!(
+            "A snowflake ID in base32 is {} characters of 0-9 and A-Z without I, L, O and U \
+             (case does not matter; O reads as 0, I and L as 1), as snowflake_to_base32() writes.",
+            base32::TEXT_LEN
+        )),
     )
 }
 

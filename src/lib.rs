@@ -40,7 +40,11 @@ pgrx::extension_sql_file!(
         "convert_column",
         sql_api::snowflake_create_sequence,
         sql_api::snowflake_drop_sequence,
-        sql_api::snowflake_stats
+        sql_api::snowflake_stats,
+        sql_api::snowflake_currval,
+        sql_api::snowflake_lastval,
+        sql_api::snowflake_to_base32,
+        sql_api::snowflake_from_base32
     ]
 );
 

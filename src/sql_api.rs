@@ -3,6 +3,7 @@
 use std::sync::atomic::Ordering;
 
 use pgrx::prelude::*;
+use snowflake_id_core::base32;
 use snowflake_id_core::layout::{Layout, Parts};
 use snowflake_id_core::sequence_options::{self, SequenceOptions};
 use snowflake_id_core::slots;
@@ -26,6 +27,30 @@ fn snowflake_nextval(seq: default!(&str, "'default'")) -> i64 {
 #[pg_extern(name = "snowflake_nextval", volatile, parallel_unsafe)]
 fn snowflake_nextval_with_gene(seq: &str, gene: i64) -> i64 {
     backend::next_id(seq, Some(gene))
+}
+
+/// The last ID this session made of a snowflake sequence, like `currval()`.
+#[pg_extern(volatile, parallel_unsafe)]
+fn snowflake_currval(seq: default!(&str, "'default'")) -> i64 {
+    backend::current_id(seq)
+}
+
+/// The last ID this session made of any snowflake sequence, like `lastval()`.
+#[pg_extern(volatile, parallel_unsafe)]
+fn snowflake_lastval() -> i64 {
+    backend::last_id()
+}
+
+/// The ID as 13 characters of Crockford base32, in the IDs' order (docs/design.md §6).
+#[pg_extern(immutable, parallel_safe)]
+fn snowflake_to_base32(id: i64) -> String {
+    base32::encode(id).unwrap_or_else(|| errors::negative_id(id).raise())
+}
+
+/// The ID a text of `snowflake_to_base32` stands for (case-insensitive; O reads as 0, I and L as 1).
+#[pg_extern(immutable, parallel_safe)]
+fn snowflake_from_base32(text: &str) -> i64 {
+    base32::parse(text).unwrap_or_else(|problem| errors::invalid_base32(text, &problem).raise())
 }
 
 /// The fields of an ID: tick start time, node, worker, sequence and gene.

@@ -685,4 +685,79 @@ mod tests {
         let error = error_of("SELECT nextval('t_read_only_plain')");
         assert!(error.starts_with("25006: "), "{error}");
     }
+
+    #[pg_test]
+    fn currval_and_lastval_follow_the_column_default() {
+        // Each pg_test runs in a backend that may have made IDs already: use fresh sequences.
+        create("'t_curr_a'");
+        create("'t_curr_b', preset => 'js53'");
+        let error = error_of("SELECT snowflake_currval('t_curr_a')");
+        assert!(
+            error.starts_with(
+                "55000: currval of snowflake sequence \"t_curr_a\" is not yet defined in this session | "
+            ),
+            "{error}"
+        );
+        Spi::run(
+            "CREATE TABLE t_curr (id bigint PRIMARY KEY DEFAULT snowflake_nextval('t_curr_a'), n int);
+             CREATE TABLE t_curr_child (id bigint PRIMARY KEY DEFAULT snowflake_nextval('t_curr_b'),
+                                        parent bigint REFERENCES t_curr);",
+        )
+        .unwrap();
+        // An INSERT through the default, then currval in the same statement list and the next.
+        let inserted: i64 = one("INSERT INTO t_curr (n) VALUES (1) RETURNING id");
+        assert_eq!(one::<i64>("SELECT snowflake_currval('t_curr_a')"), inserted);
+        assert_eq!(one::<i64>("SELECT snowflake_lastval()"), inserted);
+        Spi::run("INSERT INTO t_curr_child (parent) VALUES (snowflake_currval('t_curr_a'))")
+            .unwrap();
+        let child: i64 = one("SELECT id FROM t_curr_child");
+        assert_eq!(one::<i64>("SELECT snowflake_lastval()"), child);
+        assert_eq!(one::<i64>("SELECT snowflake_currval('t_curr_b')"), child);
+        assert_eq!(one::<i64>("SELECT snowflake_currval('t_curr_a')"), inserted);
+        assert_eq!(
+            one::<i64>("SELECT parent FROM t_curr_child"),
+            inserted,
+            "the child references the row just inserted"
+        );
+        let error = error_of("SELECT snowflake_currval('t_curr_missing')");
+        assert!(error.starts_with("42704: "), "{error}");
+    }
+
+    #[pg_test]
+    fn base32_is_13_characters_in_id_order_and_parses_back() {
+        assert_eq!(
+            one::<String>("SELECT snowflake_to_base32(250096955256995841)"),
+            "06Y45VC8R0001"
+        );
+        assert_eq!(
+            one::<i64>("SELECT snowflake_from_base32('06y45vc8r000l')"),
+            250096955256995841
+        );
+        assert!(one::<bool>(
+            "SELECT bool_and(snowflake_from_base32(snowflake_to_base32(id)) = id)
+                    AND count(DISTINCT snowflake_to_base32(id)) = 1000
+                    AND array_agg(id ORDER BY id) = array_agg(id ORDER BY snowflake_to_base32(id) COLLATE \"C\")
+             FROM (SELECT snowflake_nextval() AS id FROM generate_series(1, 1000)) ids"
+        ));
+        for (call, expected) in [
+            ("snowflake_from_base32('06Y45UC8R0001')", "22P02: invalid snowflake base32 text \"06Y45UC8R0001\": the character \"U\" at position 6 is not base32 | "),
+            ("snowflake_from_base32('06Y45')", "22P02: invalid snowflake base32 text \"06Y45\": it has 5 characters, not 13 | "),
+            ("snowflake_from_base32('8000000000000')", "22003: invalid snowflake base32 text \"8000000000000\": its value is above the largest bigint | "),
+            ("snowflake_to_base32(-1)", "22003: -1 is not a snowflake ID: IDs are never negative | "),
+        ] {
+            let error = error_of(&format!("SELECT {call}"));
+            assert!(error.starts_with(expected), "{call}: {error}");
+        }
+        // IMMUTABLE, so it can back an expression index.
+        Spi::run(
+            "CREATE TABLE t_b32 (id bigint PRIMARY KEY DEFAULT snowflake_nextval());
+             CREATE INDEX ON t_b32 (snowflake_to_base32(id));
+             INSERT INTO t_b32 SELECT FROM generate_series(1, 10);",
+        )
+        .unwrap();
+        assert!(one::<bool>(
+            "SELECT count(*) = 1 FROM t_b32
+             WHERE snowflake_to_base32(id) = (SELECT snowflake_to_base32(max(id)) FROM t_b32)"
+        ));
+    }
 }

@@ -8,8 +8,10 @@
 //! - [`cluster_clock`]: the cluster's forward-only clock over one atomic (§3).
 //! - [`slots`]: the worker-slot allocator over plain atomics (§4).
 //! - [`reservation`]: the durable high-water mark's file format and atomic write (§5).
+//! - [`base32`]: the compact text form of an ID and its parser (§6).
 #![forbid(unsafe_code)]
 
+pub mod base32;
 pub mod cluster_clock;
 pub mod generator;
 pub mod layout;
