@@ -232,7 +232,7 @@ fn generate_call(cases: &mut Cases, arguments: &Arguments) -> (String, bool) {
             format!(", {}", arguments.name(cases))
         }
     };
-    match cases.next() % 10 {
+    match cases.next() % 12 {
         0 => {
             let rest = optional_name(cases);
             let first = rest.strip_prefix(", ").unwrap_or_default().to_owned();
@@ -307,6 +307,31 @@ fn generate_call(cases: &mut Cases, arguments: &Arguments) -> (String, bool) {
                 format!("SELECT snowflake_convert_column({table}::regclass, {column}::name{rest})"),
                 true,
             )
+        }
+        9 => {
+            let call = match cases.next() % 3 {
+                0 => format!("snowflake_currval({name})"),
+                1 => "snowflake_lastval()".to_owned(),
+                _ => format!("snowflake_to_base32({})", arguments.id(cases)),
+            };
+            (format!("SELECT {call}"), false)
+        }
+        10 => {
+            let text = cases.pick(&[
+                "'06Y45VC8R0001'",
+                "'06y45vc8r000l'",
+                "'7ZZZZZZZZZZZZ'",
+                "'8000000000000'",
+                "'0000000000000'",
+                "'06Y45UC8R0001'",
+                "''",
+                "'0'",
+                "'06Y45VC8R00011'",
+                "'é6Y45VC8R0001'",
+                "' 6Y45VC8R0001'",
+                "NULL",
+            ]);
+            (format!("SELECT snowflake_from_base32({text}::text)"), false)
         }
         _ => {
             let query = cases.pick(&[
