@@ -34,16 +34,18 @@ trap stop_cluster EXIT
 
 # build NAME REV: the release package of REV (empty: the work tree) in $WORK/NAME.
 build() {
-    local name=$1 rev=$2 source=.
+    local name=$1 rev=$2 source=. target=$PWD/target
     if [ -n "$rev" ]; then
+        # A worktree of the revision, with a target directory of its own that outlives it.
         source=$WORK/src-$name
+        target=$PWD/$WORK/target-$name
         rm -rf "$source"
         git worktree prune
         git worktree add --force --detach "$source" "$rev" >/dev/null
     fi
     step "cargo pgrx package ($name: ${rev:-work tree})"
     rm -rf "$WORK/$name"
-    (cd "$source" && CARGO_TARGET_DIR="$PWD/target" cargo pgrx package --pg-config "$PG_CONFIG" \
+    (cd "$source" && CARGO_TARGET_DIR="$target" cargo pgrx package --pg-config "$PG_CONFIG" \
         --out-dir "$OLDPWD/$WORK/$name") >/dev/null
 }
 
