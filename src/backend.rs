@@ -2,8 +2,10 @@
 //!
 //! The hot path (`next_id` after the first call of a sequence) reads the monotonic clock (the
 //! wall clock only once per tick), a few read-mostly shared atomics, and writes only this
-//! backend's own slot line; it takes no lock, runs no SPI and allocates nothing. Once per tick it checks the reservation (and, about once
-//! per `snowflake.reserve_ahead`, extends it under a lock).
+//! backend's own slot line; it takes no lock, runs no SPI and allocates nothing. Once per tick it
+//! checks the reservation (and, about once per `snowflake.reserve_ahead`, extends it under a
+//! lock, logging it in the WAL). The first call of a sequence in a backend also looks up the
+//! catalog and the IDs stored in tables (`data_floor`).
 
 use std::cell::RefCell;
 use std::sync::atomic::Ordering;
