@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Installs the client libraries of the client guide's examples (clients/), which only the client
-# tests (pgrx-tests/tests/clients.rs) run: Node.js with npm and the pinned node-postgres, and
-# the pinned Python packages. Idempotent. Sourced by test.sh after install-deps.sh.
+# tests (pgrx-tests/tests/clients.rs) run: Node.js with npm, then node-postgres and Drizzle ORM
+# as clients/node/package-lock.json pins them; the Python packages (psycopg 3, Django,
+# SQLAlchemy and what they need) as clients/python/requirements.txt pins them. Each step runs
+# only when needed, so a second run changes nothing. Sourced by test.sh after install-deps.sh;
+# runs on its own too (bash scripts/install-client-deps.sh, as root).
 set -euo pipefail
 
+command -v step >/dev/null 2>&1 || step() { printf '\n==> %s\n' "$*"; }
 CLIENTS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/../clients" && pwd)
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
     step "apt-get install nodejs npm"
