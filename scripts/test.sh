@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/install-deps.sh
 source scripts/install-client-deps.sh
+# pg_auto_failover (pg_autoctl), the failover manager the failover tests run.
+apt_install_missing postgresql-$PG_MAJOR-auto-failover
 LOGS=/tmp/snowflake-test-logs
 mkdir -p "$LOGS"
 

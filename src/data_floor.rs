@@ -48,7 +48,10 @@ fn as_superuser<T>(f: impl FnOnce() -> T) -> T {
 /// `snowflake_nextval('<sequence>'…)`. Every name is schema-qualified, as this runs under the
 /// caller's search_path.
 fn highest_stored_id(sequence: &str) -> Option<i64> {
+    // How the default reads back (`pg_get_expr`): with the name as a text constant, or, for
+    // 'default', also with no argument at all (the stored call keeps the argument omitted).
     let call = format!("snowflake_nextval('{}'::text", sequence.replace('\'', "''"));
+    let bare_call = (sequence == "default").then_some("snowflake_nextval()");
     Spi::connect(|client| {
         let queries = client.select(
             "SELECT pg_catalog.format('SELECT pg_catalog.max(%I) FROM %s', a.attname,
@@ -60,14 +63,16 @@ fn highest_stored_id(sequence: &str) -> Option<i64> {
               WHERE c.relkind OPERATOR(pg_catalog.=) ANY ('{r,p}'::pg_catalog.\"char\"[])
                 AND NOT a.attisdropped
                 AND a.atttypid OPERATOR(pg_catalog.=) 'pg_catalog.int8'::pg_catalog.regtype
-                AND pg_catalog.strpos(pg_catalog.pg_get_expr(d.adbin, d.adrelid), $1)
-                    OPERATOR(pg_catalog.>) 0
+                AND (pg_catalog.strpos(pg_catalog.pg_get_expr(d.adbin, d.adrelid), $1)
+                         OPERATOR(pg_catalog.>) 0
+                     OR pg_catalog.strpos(pg_catalog.pg_get_expr(d.adbin, d.adrelid), $2)
+                         OPERATOR(pg_catalog.>) 0)
                 AND EXISTS (SELECT FROM pg_catalog.pg_index i
                              WHERE i.indrelid OPERATOR(pg_catalog.=) d.adrelid
                                AND i.indpred IS NULL
                                AND i.indkey[0] OPERATOR(pg_catalog.=) a.attnum)",
             None,
-            &[call.as_str().into()],
+            &[call.as_str().into(), bare_call.into()],
         )?;
         let queries: Vec<String> = queries
             .map(|row| row.get::<String>(1))

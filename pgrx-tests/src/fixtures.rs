@@ -2,12 +2,15 @@
 //! repository's root, short queries, the table `ids` that the fault tests fill and the checks on
 //! it (no ID repeats, each session's IDs strictly increase), sessions that generate while
 //! something else happens, the clock and the reservation as the server sees them,
-//! `snowflake_stats()`, and several clusters started at once with their sequences' layouts.
+//! `snowflake_stats()`, and several clusters started at once with their sequences' layouts;
+//! and for the tests across server boundaries (failover, restore, upgrade) the table `ids` with
+//! a snowflake default, the loads that fill it, the IDs each server issued ([`Issued`]) and the
+//! check that none was issued twice ([`assert_no_id_reissued`]).
 //!
 //! Constants of the ID format (the default sequence's layout and epoch, the reservation file's
 //! name and text) come from the pure core, `snowflake_id_core`, never copied here.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use snowflake_id_core::layout::{preset, Field};
 use snowflake_id_core::reservation;
 
-use crate::{error_parts, wait_until, Client, Cluster, PgError};
+use crate::{error_parts, wait_until, Client, Cluster, PgError, Server};
 
 // ---------------------------------------------------------------------------------------------
 // The repository and short queries
@@ -457,4 +460,411 @@ pub fn readme_error_tables() -> (BTreeSet<String>, BTreeSet<String>) {
             .collect()
     };
     (codes(own), codes(postgres))
+}
+
+// ---------------------------------------------------------------------------------------------
+// IDs across server boundaries: failover, restore, upgrade (table `ids` with a snowflake default)
+// ---------------------------------------------------------------------------------------------
+
+/// Table `ids` as an application has it: the ID is the column default, so every row's ID was
+/// issued by the server that inserted it, and the primary key refuses an ID already stored.
+pub const DEFAULT_IDS_TABLE: &str = "CREATE EXTENSION snowflake_id;
+     CREATE TABLE ids (
+         id bigint PRIMARY KEY DEFAULT snowflake_nextval(),
+         session int NOT NULL,
+         n bigint NOT NULL,
+         before timestamptz NOT NULL
+     );";
+
+/// The IDs one server issued in one phase of a test, in the order they were made, with how
+/// many rows the primary key refused and how far the IDs ran ahead of real time.
+#[derive(Clone, Debug, Default)]
+pub struct Issued {
+    /// What issued them, for messages (e.g. "old primary, insert load").
+    pub what: String,
+    /// The event between the earlier phases and this one when this phase must continue above
+    /// every earlier ID (e.g. "promotion"); `None` within one server's run.
+    pub after: Option<String>,
+    pub ids: Vec<i64>,
+    /// Rows of `ids` whose default ID was already in the table: `ON CONFLICT (id) DO NOTHING`
+    /// skipped them, where a plain INSERT fails with a unique violation (23505). Each is an ID
+    /// issued twice.
+    pub refused: i64,
+    /// The largest lead of an ID's time over the real time: its tick start minus the test's
+    /// (never faked) clock just after the statement that made it returned, in µs.
+    pub max_lead_us: i64,
+    pub elapsed: Duration,
+}
+
+impl Issued {
+    pub fn new(what: &str) -> Issued {
+        Issued {
+            what: what.to_owned(),
+            max_lead_us: i64::MIN,
+            ..Issued::default()
+        }
+    }
+
+    /// A phase that must continue above every ID issued before `event`.
+    pub fn after(event: &str, what: &str) -> Issued {
+        Issued {
+            after: Some(event.to_owned()),
+            ..Issued::new(what)
+        }
+    }
+
+    /// Adds IDs that one statement returned (`real_after_us`: the test's clock after it).
+    fn add(&mut self, ids: &[i64], refused: i64, real_after_us: i64) {
+        if let Some(&newest) = ids.iter().max() {
+            let lead = default_id_unix_ms(newest) * 1000 - real_after_us;
+            self.max_lead_us = self.max_lead_us.max(lead);
+        }
+        self.ids.extend_from_slice(ids);
+        self.refused += refused;
+    }
+
+    /// Adds the IDs of `other` (e.g. another session's) to these.
+    pub fn merge(&mut self, other: Issued) {
+        self.ids.extend(other.ids);
+        self.refused += other.refused;
+        self.max_lead_us = self.max_lead_us.max(other.max_lead_us);
+        self.elapsed = self.elapsed.max(other.elapsed);
+    }
+
+    pub fn min(&self) -> Option<i64> {
+        self.ids.iter().copied().min()
+    }
+
+    pub fn max(&self) -> Option<i64> {
+        self.ids.iter().copied().max()
+    }
+
+    /// One `snowflake_nextval()` in a session of its own: an ID that no table keeps.
+    pub fn probe(&mut self, server: &impl Server) {
+        let mut client = server.session();
+        let id: i64 = client
+            .query_one("SELECT snowflake_nextval()", &[])
+            .unwrap_or_else(|error| panic!("{}: {:?}", self.what, error_parts(&error)))
+            .get(0);
+        self.add(&[id], 0, real_now_us());
+    }
+
+    /// Every ID stored in table `ids` now (e.g. what a restore or an upgrade brought along).
+    pub fn stored(client: &mut Client, what: &str) -> Issued {
+        let mut stored = Issued::new(what);
+        let ids: Vec<i64> = client
+            .query("SELECT id FROM ids ORDER BY id", &[])
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        stored.add(&ids, 0, real_now_us());
+        stored
+    }
+}
+
+/// Inserts `count` rows into `ids` for `session`, numbered `first + 1 ..= first + count`, each
+/// taking its ID from the column default; rows whose ID is already stored are skipped (`ON
+/// CONFLICT (id) DO NOTHING`). Returns the IDs stored and how many rows were skipped.
+pub fn insert_with_default(
+    client: &mut Client,
+    session: i32,
+    first: i64,
+    count: i64,
+) -> Result<(Vec<i64>, i64), PgError> {
+    let rows = client.query(
+        "INSERT INTO ids (before, session, n)
+         SELECT clock_timestamp(), $1, $2 + g FROM generate_series(1, $3::bigint) g
+         ON CONFLICT (id) DO NOTHING
+         RETURNING id",
+        &[&session, &first, &count],
+    )?;
+    let ids: Vec<i64> = rows.iter().map(|row| row.get(0)).collect();
+    let refused = count - ids.len() as i64;
+    Ok((ids, refused))
+}
+
+/// Rows per statement at full speed: a few ticks of one session's IDs.
+const FULL_BATCH: i64 = 500;
+/// Rows per statement of [`insert_until_past`] while its IDs near earlier ones.
+const NEAR_BATCH: i64 = 20;
+/// Rows per statement (one every 20 ms) of [`insert_until_past`] far below earlier IDs.
+const FAR_BATCH: i64 = 50;
+
+/// One session inserting into `ids`: its connection and what it has made so far.
+struct Inserter {
+    what: String,
+    session: i32,
+    client: Client,
+    /// Rows inserted or skipped so far (the next row is numbered `made + 1`).
+    made: i64,
+    issued: Issued,
+}
+
+impl Inserter {
+    /// Inserts `count` rows ([`insert_with_default`]); panics on an error.
+    fn insert(&mut self, count: i64) {
+        let (ids, refused) = insert_with_default(&mut self.client, self.session, self.made, count)
+            .unwrap_or_else(|error| panic!("{}: {:?}", self.what, error_parts(&error)));
+        self.issued.add(&ids, refused, real_now_us());
+        self.made += count;
+    }
+
+    fn newest(&self) -> Option<i64> {
+        self.issued.ids.last().copied()
+    }
+}
+
+/// Runs `work` in one session per number of `sessions`, all at once, each on a connection of
+/// its own; asserts each session's IDs strictly increase and adds them to `issued`.
+fn in_sessions(
+    server: &impl Server,
+    issued: &mut Issued,
+    sessions: Range<i32>,
+    work: impl Fn(&mut Inserter) + Sync,
+) {
+    let started = Instant::now();
+    let runs: Vec<Issued> = thread::scope(|scope| {
+        let handles: Vec<_> = sessions
+            .map(|session| {
+                let what = format!("{}, session {session}", issued.what);
+                let work = &work;
+                scope.spawn(move || {
+                    let mut inserter = Inserter {
+                        issued: Issued::new(&what),
+                        what,
+                        session,
+                        client: server.session(),
+                        made: 0,
+                    };
+                    work(&mut inserter);
+                    assert_strictly_increasing(&inserter.what, &inserter.issued.ids);
+                    inserter.issued
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for run in runs {
+        issued.merge(run);
+    }
+    issued.elapsed += started.elapsed();
+}
+
+/// Sessions `sessions` insert `rows` rows each into `ids` at once (each on a connection of its
+/// own, in statements of 500 rows at full speed); asserts each session's IDs strictly increase.
+pub fn insert_load(server: &impl Server, issued: &mut Issued, sessions: Range<i32>, rows: i64) {
+    in_sessions(server, issued, sessions, |inserter| {
+        while inserter.made < rows {
+            inserter.insert(FULL_BATCH.min(rows - inserter.made));
+        }
+    });
+}
+
+/// Sessions `sessions` insert into `ids` until each has made `min_rows` rows and its newest ID
+/// is above every ID of `earlier`, or `timeout` passes. This is the load that finds a reissue:
+/// a server whose IDs start below earlier ones reaches the earlier IDs' ticks as its clock
+/// advances, and repeats an ID wherever its counter meets the earlier session's in a tick of
+/// the same worker.
+///
+/// A session's pace depends on where its newest ID is. While some earlier ID lies within 50 ms
+/// ahead of (or 2 ms behind) its time: 20-row statements back to back, in every tick, at a
+/// lower rate than the 500-row statements of [`insert_load`], so its counter drifts through the
+/// earlier session's counter values across those ticks rather than keeping a fixed distance
+/// from them. Far below every earlier ID: 50 rows every 20 ms, to keep the row count small.
+/// Above every earlier ID: 500-row statements back to back. Asserts each session's IDs strictly
+/// increase.
+pub fn insert_until_past(
+    server: &impl Server,
+    issued: &mut Issued,
+    sessions: Range<i32>,
+    earlier: &[&Issued],
+    min_rows: i64,
+    timeout: Duration,
+) {
+    let mut ticks: Vec<i64> = earlier
+        .iter()
+        .flat_map(|phase| phase.ids.iter().map(|&id| default_id_unix_ms(id)))
+        .collect();
+    ticks.sort_unstable();
+    let past = earlier.iter().filter_map(|phase| phase.max()).max();
+    let near_earlier = |id: i64| {
+        let newest_ms = default_id_unix_ms(id);
+        let first = ticks.partition_point(|&tick| tick < newest_ms - 2);
+        first < ticks.len() && ticks[first] <= newest_ms + 50
+    };
+    let started = Instant::now();
+    in_sessions(server, issued, sessions, |inserter| {
+        // `None < Some(_)`: no ID made yet is not past anything.
+        while started.elapsed() < timeout && (inserter.made < min_rows || inserter.newest() <= past)
+        {
+            let newest = inserter.newest();
+            if newest > past {
+                inserter.insert(FULL_BATCH);
+            } else if newest.is_none_or(near_earlier) {
+                inserter.insert(NEAR_BATCH);
+            } else {
+                inserter.insert(FAR_BATCH);
+                thread::sleep(Duration::from_millis(20));
+            }
+        }
+    });
+}
+
+/// The tick, node and worker fields of an ID of the default sequence: two IDs with equal ones
+/// differ only in the sequence field.
+fn tick_and_worker(id: i64) -> i64 {
+    let classic = preset("classic").expect("the 'classic' preset");
+    id >> classic.shift(Field::Worker)
+}
+
+/// Seconds of a µs duration, for printing.
+fn seconds(us: i64) -> String {
+    format!("{:.3} s", us as f64 / 1e6)
+}
+
+/// Prints every phase (IDs, refused rows, lead over real time, where each phase that follows
+/// an event starts relative to the newest earlier ID) and the duplicates, then asserts: no row
+/// refused by the primary key, no ID issued twice across all phases, and every phase that
+/// follows an event ([`Issued::after`]) above every earlier ID. `test` prefixes the lines.
+pub fn assert_no_id_reissued(test: &str, phases: &[&Issued]) {
+    let mut all: Vec<i64> = phases.iter().flat_map(|phase| phase.ids.clone()).collect();
+    all.sort_unstable();
+    let repeated = all.windows(2).filter(|pair| pair[0] == pair[1]).count() as i64;
+    let refused: i64 = phases.iter().map(|phase| phase.refused).sum();
+    let mut below = Vec::new();
+    for (index, phase) in phases.iter().enumerate() {
+        let lead = if phase.ids.is_empty() {
+            "-".to_owned()
+        } else {
+            seconds(phase.max_lead_us)
+        };
+        let mut line = format!(
+            "[{test}] {}{}: {} IDs ({} rows refused as duplicates) in {:.1} s, most ahead of real \
+             time by {lead}",
+            phase
+                .after
+                .as_ref()
+                .map(|event| format!("after {event}: "))
+                .unwrap_or_default(),
+            phase.what,
+            phase.ids.len(),
+            phase.refused,
+            phase.elapsed.as_secs_f64(),
+        );
+        let earlier_max = phases[..index].iter().filter_map(|p| p.max()).max();
+        if let (Some(event), Some(first), Some(earlier_max)) =
+            (&phase.after, phase.min(), earlier_max)
+        {
+            let gap_us = (default_id_unix_ms(first) - default_id_unix_ms(earlier_max)) * 1000;
+            let under = phase.ids.iter().filter(|&&id| id <= earlier_max).count();
+            let earlier_slots: HashSet<i64> = phases[..index]
+                .iter()
+                .flat_map(|p| p.ids.iter().map(|&id| tick_and_worker(id)))
+                .collect();
+            let sharing = phase
+                .ids
+                .iter()
+                .filter(|&&id| earlier_slots.contains(&tick_and_worker(id)))
+                .count();
+            line += &format!(
+                "; its lowest ID is {} {} the newest earlier ID, {under} of its IDs are not above \
+                 it, {sharing} share a tick and worker with an earlier ID",
+                seconds(gap_us.abs()),
+                if gap_us >= 0 { "after" } else { "before" },
+            );
+            if first <= earlier_max {
+                below.push(format!(
+                    "after {event}, {} issued {under} IDs not above the newest earlier ID \
+                     {earlier_max} (lowest {first}, {} earlier)",
+                    phase.what,
+                    seconds(-gap_us)
+                ));
+            }
+        }
+        println!("{line}");
+    }
+    println!(
+        "[{test}] duplicates: {} = {refused} rows refused by the primary key + {repeated} IDs \
+         returned that equal another returned ID; {} IDs in all",
+        refused + repeated,
+        all.len()
+    );
+    assert_eq!(
+        refused, 0,
+        "[{test}] {refused} rows got a default ID that was already stored (unique violations)"
+    );
+    assert_eq!(repeated, 0, "[{test}] {repeated} IDs were issued twice");
+    assert!(below.is_empty(), "[{test}] {}", below.join("; "));
+}
+
+/// Asserts that table `ids` on `server` has `expected` rows (`what`: whose rows they are).
+pub fn assert_ids_rows(server: &impl Server, expected: i64, what: &str) {
+    let rows = count(&mut server.session(), "SELECT count(*) FROM ids");
+    assert_eq!(
+        rows, expected,
+        "table ids has {rows} rows, not the {expected} {what}"
+    );
+}
+
+/// The load after a server boundary (`event`, e.g. "promotion"): `server` (`what`) inserts
+/// into `ids` until its IDs pass every ID of `earlier` ([`insert_until_past`], sessions 100 and
+/// 101, at least 5,000 rows each, at most 45 s), and the table's sessions stay consistent.
+/// Returns that load, which must continue above `earlier` ([`Issued::after`]).
+pub fn load_after(event: &str, what: &str, server: &impl Server, earlier: &[&Issued]) -> Issued {
+    let mut load = Issued::after(event, what);
+    insert_until_past(
+        server,
+        &mut load,
+        100..102,
+        earlier,
+        5_000,
+        Duration::from_secs(45),
+    );
+    assert_table_consistent(&mut server.session());
+    load
+}
+
+/// Fails over: waits until `standby` has replayed everything `primary` wrote (so every ID in
+/// the old primary's table is in the standby's WAL), fast-stops `primary`, promotes `standby`
+/// and checks it has every row of `ids` the old primary had.
+pub fn fail_over(primary: &mut Cluster, standby: &Cluster) {
+    let rows = count(&mut primary.connect(), "SELECT count(*) FROM ids");
+    primary.wait_for_standby(standby, Duration::from_secs(30));
+    primary.stop("fast");
+    standby.promote();
+    assert_ids_rows(standby, rows, "rows the old primary had");
+}
+
+/// The wall clock of a server started with `faketime_at(CLOCK_FAST)`: 30 s fast.
+pub const CLOCK_FAST: &str = "+30s";
+
+/// On `server` (`who`, e.g. "old primary"), whose wall clock has been 30 s fast from its start
+/// (`ClusterBuilder::faketime_at(CLOCK_FAST)`): sessions `first_session..+2` insert `rows` rows
+/// each, then `set_fake_time("+0")` steps its wall clock back to the real time (as NTP corrects
+/// it) and sessions `first_session + 2..+4` insert as many again. The cluster clock never goes
+/// back, so the IDs of both loads are ahead of real time. Returns the two loads.
+pub fn clock_fast_then_corrected(
+    server: &impl Server,
+    set_fake_time: impl Fn(&str),
+    who: &str,
+    first_session: i32,
+    rows: i64,
+) -> (Issued, Issued) {
+    let mut admin = server.session();
+    assert_server_clock_offset(&mut admin, 30_000_000);
+    let mut fast = Issued::new(&format!("{who}, clock 30 s fast, insert load"));
+    insert_load(server, &mut fast, first_session..first_session + 2, rows);
+    set_fake_time("+0");
+    assert_server_clock_offset(&mut admin, 0);
+    let mut corrected = Issued::new(&format!(
+        "{who}, clock stepped back 30 s to the real time, insert load"
+    ));
+    insert_load(
+        server,
+        &mut corrected,
+        first_session + 2..first_session + 4,
+        rows,
+    );
+    (fast, corrected)
 }

@@ -5,6 +5,15 @@
 //! (initdb and postgres refuse root), and is stopped and deleted when dropped, even when the test
 //! panics. The extension must already be installed into the server's directories
 //! (the README's test command installs the Debian package; `cargo pgrx install` works too).
+//! `PG_CONFIG` picks the installation (default `pg_config` on PATH): its bin directory provides
+//! every server program the harness runs.
+//!
+//! A cluster is made fresh ([`Cluster::builder`]), as a streaming standby of another
+//! ([`Cluster::replica`], promoted with [`Cluster::promote`]), as a point-in-time restore of a
+//! base backup with a WAL archive ([`ClusterBuilder::wal_archive`], [`Cluster::base_backup`],
+//! [`Cluster::restore`]), or left unstarted as the target of [`Cluster::upgrade_from`]
+//! (pg_upgrade); a former primary rejoins with [`Cluster::rewind_from`] (pg_rewind). A
+//! pg_auto_failover formation (monitor, keepers and their servers) is in [`auto_failover`].
 //!
 //! What several test files share beside the clusters (the table `ids`, generating sessions,
 //! `snowflake_stats()`, clusters of several nodes, …) is in [`fixtures`].
@@ -17,17 +26,44 @@ use std::time::{Duration, Instant};
 
 pub use postgres::{Client, Error as PgError, NoTls};
 
+pub mod auto_failover;
 pub mod fixtures;
 
 static NEXT_CLUSTER: AtomicUsize = AtomicUsize::new(0);
 
-/// Settings for a new cluster.
+/// Settings for a new cluster: a fresh one ([`Cluster::builder`]), a streaming standby of a
+/// running one ([`Cluster::replica`]) or a point-in-time restore of a base backup
+/// ([`Cluster::restore`]).
 #[derive(Clone, Debug)]
 pub struct ClusterBuilder {
     preload: bool,
     settings: Vec<String>,
     environment: Vec<(String, String)>,
-    faketime: bool,
+    /// libfaketime's offset at start, when the server runs under it.
+    faketime: Option<String>,
+    wal_archive: bool,
+    origin: Origin,
+}
+
+/// Where a new cluster's data directory comes from.
+#[derive(Clone, Debug)]
+enum Origin {
+    /// initdb.
+    Initdb,
+    /// `pg_basebackup -R -X stream` from the running server listening in `host` on `port`: a
+    /// hot standby that streams from it.
+    Standby {
+        bin: PathBuf,
+        host: PathBuf,
+        port: u16,
+    },
+    /// A copy of the base backup `backup` that recovers from the WAL archive `archive`
+    /// (`recovery.signal`, `restore_command`), archiving nothing itself.
+    Restore {
+        bin: PathBuf,
+        backup: PathBuf,
+        archive: PathBuf,
+    },
 }
 
 impl ClusterBuilder {
@@ -53,81 +89,198 @@ impl ClusterBuilder {
     /// with a timestamp file that starts at `+0` (the real time) and is re-read on every clock
     /// call, so [`Cluster::set_fake_time`] moves the running server's wall clock at once. The
     /// monotonic clock stays real.
-    pub fn faketime(mut self) -> Self {
-        self.faketime = true;
+    pub fn faketime(self) -> Self {
+        self.faketime_at("+0")
+    }
+
+    /// [`ClusterBuilder::faketime`] with the wall clock at `offset` from its first start on
+    /// (e.g. `"-15s"`, `"+30s"`): a server whose clock is wrong from the beginning, rather than
+    /// one whose clock steps.
+    pub fn faketime_at(mut self, offset: &str) -> Self {
+        self.faketime = Some(offset.to_owned());
         self
     }
 
-    /// Creates (initdb) and starts the cluster.
+    /// Archives WAL (`archive_mode = on`, `archive_command = 'cp %p …'`) into a directory of
+    /// its own, [`Cluster::wal_archive_dir`], for point-in-time restores ([`Cluster::restore`]).
+    pub fn wal_archive(mut self) -> Self {
+        self.wal_archive = true;
+        self
+    }
+
+    /// Creates the cluster (initdb, base backup or restore) and starts it.
     pub fn start(self) -> Cluster {
-        let number = NEXT_CLUSTER.fetch_add(1, Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("snowflake-cluster-{}-{number}", std::process::id()));
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir).expect("remove stale cluster directory");
-        }
-        std::fs::create_dir_all(&dir).expect("create cluster directory");
+        let mut cluster = self.create();
+        cluster.start();
+        cluster
+    }
+
+    /// Creates the cluster (initdb, base backup or restore) and its configuration without
+    /// starting it (e.g. as the new cluster of [`Cluster::upgrade_from`]).
+    pub fn create(self) -> Cluster {
+        let dir = new_cluster_dir();
         let mut environment = self.environment;
-        let faketime_file = self.faketime.then(|| {
-            let file = dir.join("faketime.rc");
-            std::fs::write(&file, "+0\n").expect("write the faketime file");
-            let library = std::env::var("LIBFAKETIME").unwrap_or_else(|_| LIBFAKETIME.to_owned());
-            assert!(
-                Path::new(&library).exists(),
-                "libfaketime not found at {library} (install Debian's faketime or set LIBFAKETIME)"
-            );
-            for (name, value) in [
-                ("LD_PRELOAD", library.as_str()),
-                ("FAKETIME_TIMESTAMP_FILE", &file.display().to_string()),
-                ("FAKETIME_NO_CACHE", "1"),
-                ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
-            ] {
-                environment.push((name.to_owned(), value.to_owned()));
-            }
+        let faketime_file = self.faketime.map(|offset| {
+            let (file, variables) = faketime_environment(&dir, "faketime.rc", &offset);
+            environment.extend(variables);
             file
         });
-        let mut cluster = Cluster {
+        let bin = match &self.origin {
+            Origin::Initdb => postgres_bin_dir(),
+            Origin::Standby { bin, .. } | Origin::Restore { bin, .. } => bin.clone(),
+        };
+        let cluster = Cluster {
             data: dir.join("data"),
             dir,
-            bin: postgres_bin_dir(),
+            bin,
             port: free_port(),
             environment,
             running: false,
             faketime_file,
         };
-        if is_root() {
-            // The server user must own the cluster directory (initdb and postgres refuse root).
-            let output = Command::new("chown")
-                .arg("-R")
-                .arg(SERVER_USER)
-                .arg(&cluster.dir)
-                .output();
-            let output = output.expect("run chown");
-            assert!(output.status.success(), "chown: {}", describe(&output));
+        // The server user must own the cluster directory (initdb and postgres refuse root).
+        chown_to_server_user(&cluster.dir);
+        let mut config = Vec::new();
+        match &self.origin {
+            Origin::Initdb => {
+                cluster.server_command("initdb", |command| {
+                    command.arg("--pgdata").arg(&cluster.data).args([
+                        "--auth=trust",
+                        "--username=postgres",
+                        "--encoding=UTF8",
+                        "--no-sync",
+                    ]);
+                });
+                config.extend([
+                    "listen_addresses = ''".to_owned(),
+                    "fsync = off".to_owned(),
+                    "max_connections = 100".to_owned(),
+                ]);
+                if self.preload {
+                    config.push("shared_preload_libraries = 'snowflake_id'".to_owned());
+                }
+            }
+            Origin::Standby { host, port, .. } => {
+                cluster.server_command("pg_basebackup", |command| {
+                    command
+                        .arg("--pgdata")
+                        .arg(&cluster.data)
+                        .arg("--host")
+                        .arg(host)
+                        .arg("--port")
+                        .arg(port.to_string())
+                        .args([
+                            "--username=postgres",
+                            "--write-recovery-conf",
+                            "--wal-method=stream",
+                            "--checkpoint=fast",
+                            "--no-sync",
+                        ]);
+                });
+                config.push("hot_standby = on".to_owned());
+            }
+            Origin::Restore {
+                backup, archive, ..
+            } => {
+                copy_dir(backup, &cluster.data);
+                cluster.write_data_file("recovery.signal", b"");
+                config.extend([
+                    format!("restore_command = 'cp {}/%f %p'", archive.display()),
+                    "archive_mode = off".to_owned(),
+                    "hot_standby = on".to_owned(),
+                ]);
+            }
         }
-        cluster.server_command("initdb", |command| {
-            command.arg("--pgdata").arg(&cluster.data).args([
-                "--auth=trust",
-                "--username=postgres",
-                "--encoding=UTF8",
-                "--no-sync",
+        if self.wal_archive {
+            let archive = cluster.wal_archive_dir();
+            std::fs::create_dir(&archive).expect("create the WAL archive directory");
+            chown_to_server_user(&archive);
+            config.extend([
+                "archive_mode = on".to_owned(),
+                format!("archive_command = 'cp %p {}/%f'", archive.display()),
             ]);
-        });
-        let mut config = vec![
-            "listen_addresses = ''".to_owned(),
+        }
+        // The source's own port and socket directory come along in copied configurations;
+        // these later lines win.
+        config.extend([
             format!("port = {}", cluster.port),
             format!("unix_socket_directories = '{}'", cluster.dir.display()),
-            "fsync = off".to_owned(),
-            "max_connections = 100".to_owned(),
-        ];
-        if self.preload {
-            config.push("shared_preload_libraries = 'snowflake_id'".to_owned());
-        }
+        ]);
         config.extend(self.settings);
         cluster.append_config(&config.join("\n"));
-        cluster.start();
         cluster
     }
+}
+
+/// A libfaketime timestamp file `name` in `dir` at `offset`, and the environment that runs a
+/// process under libfaketime (`LIBFAKETIME`, default Debian's `libfaketimeMT.so.1`) reading
+/// that file on every clock call, with the monotonic clock left real.
+fn faketime_environment(dir: &Path, name: &str, offset: &str) -> (PathBuf, Vec<(String, String)>) {
+    let file = dir.join(name);
+    write_fake_time(&file, offset);
+    let library = std::env::var("LIBFAKETIME").unwrap_or_else(|_| LIBFAKETIME.to_owned());
+    assert!(
+        Path::new(&library).exists(),
+        "libfaketime not found at {library} (install Debian's faketime or set LIBFAKETIME)"
+    );
+    let variables = [
+        ("LD_PRELOAD", library.as_str()),
+        ("FAKETIME_TIMESTAMP_FILE", &file.display().to_string()),
+        ("FAKETIME_NO_CACHE", "1"),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+    ]
+    .map(|(name, value)| (name.to_owned(), value.to_owned()));
+    (file, variables.to_vec())
+}
+
+/// Replaces libfaketime's timestamp file `file` with `offset` atomically (rename), so a process
+/// never reads a half-written one.
+fn write_fake_time(file: &Path, offset: &str) {
+    let temporary = file.with_extension("tmp");
+    std::fs::write(&temporary, format!("{offset}\n")).expect("write the faketime file");
+    std::fs::rename(&temporary, file).expect("replace the faketime file");
+}
+
+/// A fresh, empty directory for one cluster under the system temp dir.
+fn new_cluster_dir() -> PathBuf {
+    let number = NEXT_CLUSTER.fetch_add(1, Ordering::Relaxed);
+    let dir =
+        std::env::temp_dir().join(format!("snowflake-cluster-{}-{number}", std::process::id()));
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).expect("remove stale cluster directory");
+    }
+    std::fs::create_dir_all(&dir).expect("create cluster directory");
+    dir
+}
+
+/// Gives `path` (recursively) to the server's OS user when the tests run as root.
+fn chown_to_server_user(path: &Path) {
+    if is_root() {
+        let output = Command::new("chown")
+            .arg("-R")
+            .arg(SERVER_USER)
+            .arg(path)
+            .output()
+            .expect("run chown");
+        assert!(output.status.success(), "chown: {}", describe(&output));
+    }
+}
+
+/// Copies directory `from` to the new path `to` (`cp -a`: modes and owners kept).
+fn copy_dir(from: &Path, to: &Path) {
+    let output = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .output()
+        .expect("run cp");
+    assert!(
+        output.status.success(),
+        "cp -a {} {}: {}",
+        from.display(),
+        to.display(),
+        describe(&output)
+    );
 }
 
 /// A running throwaway cluster.
@@ -151,7 +304,9 @@ impl Cluster {
             preload: true,
             settings: Vec::new(),
             environment: Vec::new(),
-            faketime: false,
+            faketime: None,
+            wal_archive: false,
+            origin: Origin::Initdb,
         }
     }
 
@@ -199,11 +354,20 @@ impl Cluster {
     /// Dumps database `source` with pg_dump (custom format) and restores it into the existing,
     /// empty database `target` with pg_restore, stopping at the first error.
     pub fn dump_and_restore(&self, source: &str, target: &str) {
+        self.dump_and_restore_into(source, self, target);
+    }
+
+    /// [`Cluster::dump_and_restore`] into database `target` of another cluster `into`.
+    pub fn dump_and_restore_into(&self, source: &str, into: &Cluster, target: &str) {
         let dump = self.dir.join(format!("{source}.dump"));
-        let (host, port) = (self.dir.display().to_string(), self.port.to_string());
-        let connection = ["--host", &host, "--port", &port, "--username", "postgres"];
+        let connection = |cluster: &Cluster| {
+            let (host, port) = (cluster.dir.display().to_string(), cluster.port.to_string());
+            ["--host".to_owned(), host, "--port".to_owned(), port]
+                .into_iter()
+                .chain(["--username".to_owned(), "postgres".to_owned()])
+        };
         let dumped = Command::new("pg_dump")
-            .args(connection)
+            .args(connection(self))
             .args(["--format=custom", "--file"])
             .arg(&dump)
             .arg(source)
@@ -211,7 +375,7 @@ impl Cluster {
             .expect("run pg_dump");
         assert!(dumped.status.success(), "pg_dump: {}", describe(&dumped));
         let restored = Command::new("pg_restore")
-            .args(connection)
+            .args(connection(into))
             .args(["--exit-on-error", "--dbname", target])
             .arg(&dump)
             .output()
@@ -308,9 +472,7 @@ impl Cluster {
             .faketime_file
             .as_ref()
             .expect("set_fake_time needs a cluster started with ClusterBuilder::faketime()");
-        let temporary = file.with_extension("rc.tmp");
-        std::fs::write(&temporary, format!("{offset}\n")).expect("write the faketime file");
-        std::fs::rename(&temporary, file).expect("replace the faketime file");
+        write_fake_time(file, offset);
     }
 
     /// Writes `contents` to `name` in the data directory, owned by the server's OS user (for
@@ -376,60 +538,206 @@ impl Cluster {
         std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
     }
 
-    /// Makes a streaming replica of this running cluster (`pg_basebackup -R -X stream` over its
-    /// Unix socket; initdb's default pg_hba trusts local replication) and starts it as a hot
-    /// standby in a directory of its own, with the same harness guarantees (own socket dir, no
-    /// TCP, stopped and removed on drop). The replica gets the primary's configuration and
-    /// files (extension, reservation file) but none of its server environment (no faketime).
+    /// Makes a streaming replica of this running cluster and starts it: [`Cluster::replica`]
+    /// with no further settings.
     pub fn start_replica(&self) -> Cluster {
-        let number = NEXT_CLUSTER.fetch_add(1, Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("snowflake-cluster-{}-{number}", std::process::id()));
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir).expect("remove stale cluster directory");
+        self.replica().start()
+    }
+
+    /// A builder for a streaming replica of this running cluster (`pg_basebackup -R -X stream`
+    /// over its Unix socket; initdb's default pg_hba trusts local replication), a hot standby in
+    /// a directory of its own with the same harness guarantees (own socket dir, no TCP, stopped
+    /// and removed on drop). The replica gets the primary's configuration and files (extension,
+    /// reservation file) but none of its server environment: no faketime unless the builder
+    /// asks for it.
+    pub fn replica(&self) -> ClusterBuilder {
+        ClusterBuilder {
+            origin: Origin::Standby {
+                bin: self.bin.clone(),
+                host: self.dir.clone(),
+                port: self.port,
+            },
+            ..Cluster::builder()
         }
-        std::fs::create_dir_all(&dir).expect("create replica directory");
-        let mut replica = Cluster {
-            data: dir.join("data"),
-            dir,
-            bin: self.bin.clone(),
-            port: free_port(),
-            environment: Vec::new(),
-            running: false,
-            faketime_file: None,
-        };
-        if is_root() {
-            let output = Command::new("chown")
-                .arg("-R")
-                .arg(SERVER_USER)
-                .arg(&replica.dir)
-                .output()
-                .expect("run chown");
-            assert!(output.status.success(), "chown: {}", describe(&output));
-        }
-        replica.server_command("pg_basebackup", |command| {
+    }
+
+    /// Waits until `standby` has replayed everything this primary has written so far, up to
+    /// `timeout`.
+    pub fn wait_for_standby(&self, standby: &Cluster, timeout: Duration) {
+        let written: String = self
+            .connect()
+            .query_one("SELECT pg_current_wal_lsn()::text", &[])
+            .expect("pg_current_wal_lsn()")
+            .get(0);
+        let mut client = standby.connect();
+        let mut replayed = String::new();
+        let caught_up = wait_until(timeout, || {
+            let row = client
+                .query_one(
+                    "SELECT pg_last_wal_replay_lsn()::text,
+                            pg_last_wal_replay_lsn() >= $1::text::pg_lsn",
+                    &[&written],
+                )
+                .expect("pg_last_wal_replay_lsn()");
+            replayed = row.get::<_, Option<String>>(0).unwrap_or_default();
+            row.get::<_, Option<bool>>(1).unwrap_or(false)
+        });
+        assert!(
+            caught_up,
+            "the standby replayed up to {replayed}, not {written}, within {timeout:?}\n{}",
+            standby.log_tail()
+        );
+    }
+
+    /// Promotes this standby to a primary (`pg_ctl promote --wait`): returns once it accepts
+    /// writes.
+    pub fn promote(&self) {
+        self.server_command("pg_ctl", |command| {
             command
                 .arg("--pgdata")
-                .arg(&replica.data)
+                .arg(&self.data)
+                .args(["--wait", "--timeout=60", "promote"]);
+        });
+    }
+
+    /// Waits until this server has left recovery (e.g. a point-in-time restore that promotes
+    /// at its target), up to `timeout`.
+    pub fn wait_until_primary(&self, timeout: Duration) {
+        let mut client = self.wait_for_connection(timeout);
+        let promoted = wait_until(timeout, || {
+            !client
+                .query_one("SELECT pg_is_in_recovery()", &[])
+                .map(|row| row.get::<_, bool>(0))
+                .unwrap_or(true)
+        });
+        assert!(
+            promoted,
+            "still in recovery after {timeout:?}\n{}",
+            self.log_tail()
+        );
+    }
+
+    /// The WAL archive of a cluster started with [`ClusterBuilder::wal_archive`].
+    pub fn wal_archive_dir(&self) -> PathBuf {
+        self.dir.join("wal-archive")
+    }
+
+    /// Takes a plain-format base backup of this running cluster (`pg_basebackup -X stream`)
+    /// into a new directory inside its own (removed with it); returns that directory.
+    pub fn base_backup(&self) -> PathBuf {
+        let number = NEXT_CLUSTER.fetch_add(1, Ordering::Relaxed);
+        let backup = self.dir.join(format!("base-backup-{number}"));
+        self.server_command("pg_basebackup", |command| {
+            command
+                .arg("--pgdata")
+                .arg(&backup)
                 .arg("--host")
                 .arg(&self.dir)
                 .arg("--port")
                 .arg(self.port.to_string())
                 .args([
                     "--username=postgres",
-                    "--write-recovery-conf",
                     "--wal-method=stream",
                     "--checkpoint=fast",
                     "--no-sync",
                 ]);
         });
-        replica.append_config(&format!(
+        backup
+    }
+
+    /// Switches to a new WAL segment and waits until the archiver has archived the one it
+    /// closed, so everything written so far is in [`Cluster::wal_archive_dir`].
+    pub fn archive_current_wal(&self, client: &mut Client) {
+        let segment: String = client
+            .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+            .expect("pg_switch_wal()")
+            .get(0);
+        let archived = wait_until(Duration::from_secs(30), || {
+            self.wal_archive_dir().join(&segment).exists()
+        });
+        assert!(
+            archived,
+            "WAL segment {segment} not archived within 30 s\n{}",
+            self.log_tail()
+        );
+    }
+
+    /// A builder for a point-in-time restore of `backup` (from [`Cluster::base_backup`] of this
+    /// cluster) that replays this cluster's WAL archive, so this cluster (whose directory holds
+    /// the archive) must outlive the recovery; the test adds the recovery target
+    /// (`recovery_target_name`, …) as settings. A restored copy archives nothing.
+    pub fn restore(&self, backup: &Path) -> ClusterBuilder {
+        ClusterBuilder {
+            origin: Origin::Restore {
+                bin: self.bin.clone(),
+                backup: backup.to_owned(),
+                archive: self.wal_archive_dir(),
+            },
+            ..Cluster::builder()
+        }
+    }
+
+    /// Rewinds this stopped (cleanly shut down) former primary to the timeline of `source`, a
+    /// running server that was promoted from its standby (`pg_rewind --source-server
+    /// --write-recovery-conf`), so it can start as `source`'s standby. pg_rewind copies
+    /// `source`'s configuration files; this cluster's own port and socket directory are
+    /// appended again.
+    pub fn rewind_from(&self, source: &Cluster) {
+        assert!(!self.running, "pg_rewind needs the target stopped");
+        self.server_command("pg_rewind", |command| {
+            command
+                .arg("--target-pgdata")
+                .arg(&self.data)
+                .arg(format!("--source-server={}", source.conninfo("postgres")))
+                .args(["--write-recovery-conf", "--no-sync"]);
+        });
+        self.append_config(&format!(
             "port = {}\nunix_socket_directories = '{}'\nhot_standby = on",
-            replica.port,
-            replica.dir.display()
+            self.port,
+            self.dir.display()
         ));
-        replica.start();
-        replica
+    }
+
+    /// Upgrades the stopped cluster `old` into this new, stopped, never started cluster with
+    /// pg_upgrade (copy mode), run as the server user from this cluster's directory, with both
+    /// servers on Unix sockets in it. Afterwards `old` is left as it was (copy mode).
+    pub fn upgrade_from(&self, old: &Cluster) {
+        assert!(
+            !self.running && !old.running,
+            "pg_upgrade needs both clusters stopped"
+        );
+        self.server_command("pg_upgrade", |command| {
+            command
+                .current_dir(&self.dir)
+                .arg("--old-bindir")
+                .arg(&old.bin)
+                .arg("--new-bindir")
+                .arg(&self.bin)
+                .arg("--old-datadir")
+                .arg(&old.data)
+                .arg("--new-datadir")
+                .arg(&self.data)
+                .arg("--old-port")
+                .arg(old.port.to_string())
+                .arg("--new-port")
+                .arg(self.port.to_string())
+                .arg("--socketdir")
+                .arg(&self.dir)
+                .args(["--username=postgres", "--no-sync"]);
+        });
+    }
+}
+
+/// A server tests open sessions on: a [`Cluster`], or a node of a
+/// [`auto_failover::Formation`].
+pub trait Server: Sync {
+    /// A new session in database `postgres` as superuser `postgres`; panics on failure.
+    fn session(&self) -> Client;
+}
+
+impl Server for Cluster {
+    fn session(&self) -> Client {
+        self.connect()
     }
 }
 

@@ -1,0 +1,50 @@
+//! pg_upgrade (15 → 15, copy mode) into a new cluster that preloads snowflake_id: the
+//! upgraded cluster never issues an ID already stored in the tables it brought along, and
+//! continues above them (docs/design.md §5), although pg_upgrade carries no reservation and no
+//! WAL: the floor comes from the stored IDs of every column whose default calls the sequence.
+//!
+//! The old cluster's IDs ran 30 s ahead of real time (its wall clock was 30 s fast and was
+//! stepped back), so a new cluster that starts from its wall clock reaches them within the test.
+//! It asserts no row refused by the primary key, no ID issued twice and the new IDs above the
+//! stored ones, and prints the IDs, duplicates and how far IDs ran ahead of real time
+//! (`--nocapture`).
+
+use std::time::Instant;
+
+use snowflake_id_cluster_tests::fixtures::{
+    assert_ids_rows, assert_no_id_reissued, clock_fast_then_corrected, count, load_after,
+    CLOCK_FAST, DEFAULT_IDS_TABLE,
+};
+use snowflake_id_cluster_tests::Cluster;
+
+#[test]
+fn upgraded_cluster_continues_above_the_ids_in_its_tables() {
+    let test = "pg_upgrade";
+    let mut old = Cluster::builder().faketime_at(CLOCK_FAST).start();
+    old.connect().batch_execute(DEFAULT_IDS_TABLE).unwrap();
+    let (fast, corrected) = clock_fast_then_corrected(
+        &old,
+        |offset| old.set_fake_time(offset),
+        "old cluster",
+        0,
+        10_000,
+    );
+    let stored = count(&mut old.connect(), "SELECT count(*) FROM ids");
+    old.stop("fast");
+
+    let mut new = Cluster::builder().create();
+    let started = Instant::now();
+    new.upgrade_from(&old);
+    let upgrade_took = started.elapsed();
+    new.start();
+    assert_ids_rows(&new, stored, "rows of the old cluster");
+    println!("[{test}] pg_upgrade took {upgrade_took:.1?}; {stored} rows upgraded");
+
+    let upgraded = load_after(
+        "pg_upgrade",
+        "upgraded cluster, insert load",
+        &new,
+        &[&fast, &corrected],
+    );
+    assert_no_id_reissued(test, &[&fast, &corrected, &upgraded]);
+}
