@@ -83,12 +83,14 @@ pub struct Reading {
 }
 
 /// Clamp an i128 into i64 (saturating arithmetic done in a wider type).
+#[inline]
 fn clamp_i64(v: i128) -> i64 {
     v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
 }
 
 /// The monotonic clock at lead-line speed. In i64 (cannot overflow: |m − m/10| ≤ |m|), since it
 /// is on the hot path and a 128-bit division is a library call.
+#[inline]
 fn slow(monotonic_us: i64) -> i128 {
     i128::from(monotonic_us - monotonic_us / LEAD_DECAY_DIVISOR)
 }
@@ -159,6 +161,7 @@ impl ClusterClock {
     /// Cluster time from the monotonic clock alone (the lead line and the last trusted wall
     /// reading, continued); None if not started. Cheaper than `read` (one clock instead of two);
     /// callers still `read` now and then (once per tick) so the wall clock is followed.
+    #[inline]
     pub fn read_monotonic(&self, monotonic_us: i64) -> Option<i64> {
         let trusted = self.trusted_offset_us.load(Ordering::Relaxed);
         (trusted != NOT_STARTED).then(|| {
@@ -167,6 +170,7 @@ impl ClusterClock {
         })
     }
 
+    #[inline]
     fn lead_line(&self, monotonic_us: i64) -> i64 {
         clamp_i64(slow(monotonic_us) + i128::from(self.slow_offset_us.load(Ordering::Relaxed)))
     }

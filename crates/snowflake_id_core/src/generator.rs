@@ -60,6 +60,7 @@ impl Generator {
         }
     }
 
+    #[inline]
     pub fn next(&mut self, now_tick: u64, max_lead_ticks: u64, max_tick: u64) -> Step {
         let next_counter = self.counter.wrapping_add(1) & self.seq_mask;
         // The (tick, sequence) this call would issue, and whether it borrows a tick.
@@ -109,6 +110,7 @@ impl Generator {
 
     /// Number of times a tick was borrowed (exhausted tick → next tick ahead of or at
     /// the clock). For stats.
+    #[inline]
     pub fn borrowed_ticks(&self) -> u64 {
         self.borrowed_ticks
     }

@@ -74,6 +74,7 @@ pub struct Parts {
 
 impl Parts {
     /// The value of one field.
+    #[inline]
     pub fn get(&self, field: Field) -> u64 {
         match field {
             Field::Time => self.tick,
@@ -168,11 +169,13 @@ fn shl_exact(value: u64, shift: u32) -> Option<u64> {
 }
 
 /// 2^bits - 1, saturating at u64::MAX for widths of 64 or more.
+#[inline]
 fn mask(bits: u32) -> u64 {
     1u64.checked_shl(bits).map_or(u64::MAX, |v| v - 1)
 }
 
 /// Clamp an i128 into i64 (saturating arithmetic done in a wider type).
+#[inline]
 fn clamp_i64(v: i128) -> i64 {
     v.clamp(i64::MIN as i128, i64::MAX as i128) as i64
 }
@@ -221,6 +224,7 @@ impl Layout {
         Field::ALL.iter().map(|&f| u32::from(self.bits(f))).sum()
     }
 
+    #[inline]
     pub fn bits(&self, field: Field) -> u8 {
         match field {
             Field::Time => self.time_bits,
@@ -232,6 +236,7 @@ impl Layout {
     }
 
     /// Position of the field's lowest bit: the widths of all less significant fields.
+    #[inline]
     pub fn shift(&self, field: Field) -> u32 {
         Field::ALL
             .iter()
@@ -242,22 +247,26 @@ impl Layout {
     }
 
     /// 2^bits - 1 (0 for 0 bits).
+    #[inline]
     pub fn max_value(&self, field: Field) -> u64 {
         mask(u32::from(self.bits(field)))
     }
 
     /// value <= max_value.
+    #[inline]
     pub fn fits(&self, field: Field, value: u64) -> bool {
         value <= self.max_value(field)
     }
 
     /// Largest tick the time field holds.
+    #[inline]
     pub fn max_tick(&self) -> u64 {
         self.max_value(Field::Time)
     }
 
     /// Compose an ID. Precondition: every part fits (debug_assert); callers check with
     /// `fits` first. Release builds just shift-or (callers check), never panicking.
+    #[inline]
     pub fn compose(&self, parts: Parts) -> i64 {
         debug_assert!(
             Field::ALL.iter().all(|&f| self.fits(f, parts.get(f))),
@@ -316,12 +325,14 @@ impl Layout {
     }
 
     /// The unit as used in arithmetic: at least 1 µs, so invalid layouts cannot divide by 0.
+    #[inline]
     fn unit(&self) -> i128 {
         i128::from(self.time_unit_us.max(1))
     }
 
     /// Tick containing the instant `unix_us`; None if before the epoch. May exceed max
     /// tick (caller checks).
+    #[inline]
     pub fn tick_at(&self, unix_us: i64) -> Option<u64> {
         let since = i128::from(unix_us) - i128::from(self.epoch_unix_us);
         if since < 0 {
@@ -332,6 +343,7 @@ impl Layout {
     }
 
     /// epoch + tick*unit, saturating.
+    #[inline]
     pub fn tick_start_unix_us(&self, tick: u64) -> i64 {
         // |epoch| < 2^63, tick*unit < 2^64 * 2^63: fits in i128.
         clamp_i64(i128::from(self.epoch_unix_us) + i128::from(tick) * self.unit())

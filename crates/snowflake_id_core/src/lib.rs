@@ -9,6 +9,9 @@
 //! - [`slots`]: the worker-slot allocator over plain atomics (§4).
 //! - [`reservation`]: the durable high-water mark's file format and atomic write (§5).
 //! - [`base32`]: the compact text form of an ID and its parser (§6).
+//!
+//! The functions on the ID hot path are `#[inline]`: the extension calls them across the crate
+//! boundary, where Rust does not inline a non-generic function otherwise.
 #![forbid(unsafe_code)]
 
 pub mod base32;

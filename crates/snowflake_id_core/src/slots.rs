@@ -112,6 +112,7 @@ impl Slot {
 
     /// Called only by the holder (single writer): raise the floor of time unit `unit` to at
     /// least `end_unix_us` (load, max, store — no RMW needed).
+    #[inline]
     pub fn raise_floor(&self, unit: usize, end_unix_us: i64) {
         let floor = &self.floors_unix_us[unit];
         // Release as well as the release in `release`: a holder that dies without
@@ -122,6 +123,7 @@ impl Slot {
     }
 
     /// The floor of time unit `unit`.
+    #[inline]
     pub fn floor(&self, unit: usize) -> i64 {
         self.floors_unix_us[unit].load(Ordering::Acquire)
     }
@@ -136,6 +138,7 @@ impl Slot {
 
     /// Called only by the holder: add to ids_issued without an atomic RMW (single
     /// writer: load + store, Relaxed). Saturates rather than wrapping.
+    #[inline]
     pub fn count_issued(&self, n: u64) {
         let v = self.ids_issued.load(Ordering::Relaxed).saturating_add(n);
         self.ids_issued.store(v, Ordering::Relaxed);
