@@ -137,17 +137,21 @@ impl SharedState {
     /// was found broken at startup.
     pub fn ensure_reserved(&self, end_unix_us: i64) {
         let reservation = &self.reservation;
-        if end_unix_us <= reservation.until_unix_us.load(Ordering::Acquire) {
+        // Renewed once less than half the window is left, not when it runs out: the latest record
+        // a standby has then always covers half a window beyond the IDs issued when it was
+        // written, which is how much asynchronous replication lag is covered (design §5.2).
+        let ahead_us = i64::from(gucs::RESERVE_AHEAD_MS.get()) * 1_000;
+        let covered = |until: i64| end_unix_us <= until.saturating_sub(ahead_us / 2);
+        if covered(reservation.until_unix_us.load(Ordering::Acquire)) {
             return;
         }
         if reservation.broken.load(Ordering::Relaxed) {
             reservation_broken();
         }
         let result = self.with_reservation_lock(|| {
-            if end_unix_us <= reservation.until_unix_us.load(Ordering::Acquire) {
+            if covered(reservation.until_unix_us.load(Ordering::Acquire)) {
                 return Ok(());
             }
-            let ahead_us = i64::from(gucs::RESERVE_AHEAD_MS.get()) * 1_000;
             // At least the durable floor too, so the file never goes below it.
             let until = end_unix_us
                 .max(self.read_clock().now_unix_us)

@@ -94,8 +94,9 @@ fn update_from_0_1_0_matches_a_fresh_install_and_keeps_sequences() {
     );
     assert_eq!(
         updated_objects.len(),
-        before_objects.len() + 1,
-        "0.2.0 adds one function, 0.3.0 none"
+        before_objects.len() + 5,
+        "0.2.0 adds one function (snowflake_convert_column), 0.3.0 four (snowflake_currval, \
+         snowflake_lastval, snowflake_to_base32, snowflake_from_base32)"
     );
 
     let sequences_after: Vec<String> = old
