@@ -37,7 +37,7 @@ step "dpkg -i $deb"
 dpkg -i "$deb"
 
 step "whole-cluster tests (pgrx-tests/)"
-cargo test -p snowflake_id_cluster_tests 2>&1 | tee "$LOGS/cluster-test.log"
+cargo test -p snowflake_id_cluster_tests --no-fail-fast 2>&1 | tee "$LOGS/cluster-test.log"
 
 # "passed failed" of a cargo test log (its "test result:" lines) ...
 count_cargo() { grep -E '^test result:' "$1" | awk '{p+=$4; f+=$6} END {print p+0, f+0}'; }

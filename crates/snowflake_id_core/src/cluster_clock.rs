@@ -32,8 +32,10 @@ const ADOPTING: i64 = i64::MIN + 1;
 pub const LEAD_DECAY_DIVISOR: i64 = 10;
 /// How far below the latest observed cluster time the lead line may lag (see the module doc).
 pub const ANCHOR_SLACK_US: i64 = 1_000;
-/// The trusted wall reading is rewritten only when the wall drifts this much from it.
-const TRUST_SLACK_US: i64 = 1_000;
+/// The trusted wall reading is rewritten only when the wall drifts this much from it (the
+/// monotonic estimate of the hot path lags the wall clock by at most this; drift between the two
+/// clocks is parts per million, so the shared line is rarely written).
+const TRUST_SLACK_US: i64 = 100;
 
 /// How far a forward jump of the wall clock is believed at once, and how long a larger one
 /// must last to be believed.
