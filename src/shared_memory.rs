@@ -235,12 +235,29 @@ pub fn try_state() -> Option<&'static SharedState> {
     unsafe { pointer.as_ref() }
 }
 
-/// Reads CLOCK_REALTIME and CLOCK_MONOTONIC (system-wide, so comparable across backends).
+/// Longest gap between the two monotonic reads around a wall-clock read that still counts the
+/// three as one instant.
+const SIMULTANEOUS_US: i64 = 20;
+
+/// Reads CLOCK_REALTIME and CLOCK_MONOTONIC (system-wide, so comparable across backends) as one
+/// instant: the wall clock between two monotonic reads, retried a few times when the process
+/// was preempted in between. The cluster clock keeps the wall clock's offset to the monotonic
+/// clock, and a preemption between the reads would make that offset wrong by its length.
 pub fn system_clocks_us() -> (i64, i64) {
-    (
-        read_system_clock(libc::CLOCK_REALTIME),
-        read_system_clock(libc::CLOCK_MONOTONIC),
-    )
+    let mut best = (0, 0, i64::MAX);
+    for _ in 0..4 {
+        let before = read_system_clock(libc::CLOCK_MONOTONIC);
+        let wall = read_system_clock(libc::CLOCK_REALTIME);
+        let after = read_system_clock(libc::CLOCK_MONOTONIC);
+        let gap = after - before;
+        if gap < best.2 {
+            best = (wall, before + gap / 2, gap);
+        }
+        if gap <= SIMULTANEOUS_US {
+            break;
+        }
+    }
+    (best.0, best.1)
 }
 
 fn read_system_clock(clock: libc::clockid_t) -> i64 {
