@@ -171,9 +171,7 @@ impl SharedState {
             errors::reservation_not_written(&in_data_dir(&error.path), &error.error).raise();
         }
     }
-}
 
-impl SharedState {
     /// Raises the durable floor to `floor_unix_us` (a replayed WAL record, or the IDs stored in
     /// a table): the cluster clock moves up to it, and the file keeps it past the next
     /// checkpoint. Called in the startup process during replay, and in backends.
