@@ -642,22 +642,8 @@ mod tests {
         create("'t_hostile_js53', preset => 'js53'");
         // An always-true text equality, and a name/oid equality that calls back into the
         // extension: the lookup must use neither.
-        Spi::run(
-            "CREATE SCHEMA evil;
-             CREATE FUNCTION evil.always(text, text) RETURNS boolean LANGUAGE sql AS 'SELECT true';
-             CREATE OPERATOR evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.always);
-             CREATE FUNCTION evil.reenter(name, name) RETURNS boolean LANGUAGE sql
-                 AS 'SELECT snowflake_nextval() > 0';
-             CREATE OPERATOR evil.= (LEFTARG = name, RIGHTARG = name, FUNCTION = evil.reenter);
-             CREATE FUNCTION evil.reenter(oid, oid) RETURNS boolean LANGUAGE sql
-                 AS 'SELECT snowflake_nextval() > 0';
-             CREATE OPERATOR evil.= (LEFTARG = oid, RIGHTARG = oid, FUNCTION = evil.reenter);
-             CREATE FUNCTION evil.times(numeric, integer) RETURNS numeric LANGUAGE sql
-                 AS 'SELECT 0::numeric';
-             CREATE OPERATOR evil.* (LEFTARG = numeric, RIGHTARG = integer, FUNCTION = evil.times);
-             SET LOCAL search_path = evil, pg_catalog, public;",
-        )
-        .unwrap();
+        Spi::run(include_str!("../pgrx-tests/fixtures/hostile_schema.sql")).unwrap();
+        Spi::run("SET LOCAL search_path = evil, pg_catalog, public").unwrap();
         let id: i64 = one("SELECT snowflake_nextval('t_hostile_js53')");
         assert!(id < 1 << 53, "{id} was not made with the js53 layout");
         let ts_matches: bool = one(

@@ -33,24 +33,10 @@ const SETUP: &str = "
     CREATE VIEW fz_view AS SELECT id FROM fz_serial;
     CREATE ROLE fz_plain;
     GRANT USAGE ON SCHEMA public TO fz_plain;
-    -- Operators and functions a hostile session puts first in its search_path: equalities that
-    -- are always true or call back into the extension, a multiplication that returns 0, and a
-    -- function shadowing a built-in by name.
-    CREATE SCHEMA evil;
-    GRANT USAGE ON SCHEMA evil TO PUBLIC;
-    CREATE FUNCTION evil.always(text, text) RETURNS boolean LANGUAGE sql AS 'SELECT true';
-    CREATE OPERATOR evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.always);
-    CREATE FUNCTION evil.reenter(name, name) RETURNS boolean LANGUAGE sql
-        AS 'SELECT public.snowflake_nextval() > 0';
-    CREATE OPERATOR evil.= (LEFTARG = name, RIGHTARG = name, FUNCTION = evil.reenter);
-    CREATE FUNCTION evil.reenter(oid, oid) RETURNS boolean LANGUAGE sql
-        AS 'SELECT public.snowflake_nextval() > 0';
-    CREATE OPERATOR evil.= (LEFTARG = oid, RIGHTARG = oid, FUNCTION = evil.reenter);
-    CREATE FUNCTION evil.times(numeric, integer) RETURNS numeric LANGUAGE sql AS 'SELECT 0::numeric';
-    CREATE OPERATOR evil.* (LEFTARG = numeric, RIGHTARG = integer, FUNCTION = evil.times);
-    CREATE FUNCTION evil.quote_ident(text) RETURNS text LANGUAGE sql AS 'SELECT ''evil''';
 ";
 
+/// The schema a hostile session puts first, and the setting that does it.
+const HOSTILE_SCHEMA: &str = include_str!("../fixtures/hostile_schema.sql");
 const HOSTILE_PATH: &str = "SET search_path = evil, pg_catalog, public";
 
 /// What a failed call must leave as it was: the sequences' layouts, the fuzzed tables'
@@ -161,65 +147,61 @@ impl Arguments {
     }
 }
 
-fn timestamp(cases: &mut Cases) -> String {
-    let value = cases.pick(&[
-        "NULL",
-        "'-infinity'",
-        "'infinity'",
-        "'1000-01-01 00:00:00+00'",
-        "'1969-12-31 23:59:59.999999+00'",
-        "'1970-01-01 00:00:00+00'",
-        "'2024-12-31 23:59:59.999+00'",
-        "'2025-01-01 00:00:00+00'",
-        "clock_timestamp()",
-        "clock_timestamp() + interval '1 day'",
-        "'2094-06-01 00:00:00+00'",
-        "'2200-01-01 00:00:00+00'",
-        "'294276-12-31 23:59:59+00'",
-    ]);
-    format!("({value})::timestamptz")
+/// One of `values`, cast to `type_name`, so PostgreSQL's input parsing is never what fails.
+fn typed(cases: &mut Cases, values: &[&str], type_name: &str) -> String {
+    format!("({})::{type_name}", cases.pick(values))
 }
 
-fn interval(cases: &mut Cases) -> String {
-    let value = cases.pick(&[
-        "NULL",
-        "'0'",
-        "'1 microsecond'",
-        "'1 ms'",
-        "'10 ms'",
-        "'100 ms'",
-        "'1 s'",
-        "'1 min'",
-        "'1 day'",
-        "'1 mon'",
-        "'-1 ms'",
-        "'1 s 1 ms'",
-        "'100000 years'",
-    ]);
-    format!("({value})::interval")
-}
+const TIMESTAMPS: &[&str] = &[
+    "NULL",
+    "'-infinity'",
+    "'infinity'",
+    "'1000-01-01 00:00:00+00'",
+    "'1969-12-31 23:59:59.999999+00'",
+    "'1970-01-01 00:00:00+00'",
+    "'2024-12-31 23:59:59.999+00'",
+    "'2025-01-01 00:00:00+00'",
+    "clock_timestamp()",
+    "clock_timestamp() + interval '1 day'",
+    "'2094-06-01 00:00:00+00'",
+    "'2200-01-01 00:00:00+00'",
+    "'294276-12-31 23:59:59+00'",
+];
 
-fn width(cases: &mut Cases) -> String {
-    let value = cases.pick(&[
-        "NULL",
-        "-1",
-        "0",
-        "1",
-        "3",
-        "7",
-        "8",
-        "12",
-        "31",
-        "32",
-        "41",
-        "62",
-        "63",
-        "64",
-        "-2147483648",
-        "2147483647",
-    ]);
-    format!("({value})::integer")
-}
+const INTERVALS: &[&str] = &[
+    "NULL",
+    "'0'",
+    "'1 microsecond'",
+    "'1 ms'",
+    "'10 ms'",
+    "'100 ms'",
+    "'1 s'",
+    "'1 min'",
+    "'1 day'",
+    "'1 mon'",
+    "'-1 ms'",
+    "'1 s 1 ms'",
+    "'100000 years'",
+];
+
+const WIDTHS: &[&str] = &[
+    "NULL",
+    "-1",
+    "0",
+    "1",
+    "3",
+    "7",
+    "8",
+    "12",
+    "31",
+    "32",
+    "41",
+    "62",
+    "63",
+    "64",
+    "-2147483648",
+    "2147483647",
+];
 
 /// One generated call: its SQL, and whether it runs inside a transaction that is rolled back
 /// (conversions, so the fuzzed tables stay convertible).
@@ -252,7 +234,10 @@ fn generate_call(cases: &mut Cases, arguments: &Arguments) -> (String, bool) {
         }
         4 => {
             let function = cases.pick(&["snowflake_min_id", "snowflake_max_id"]);
-            let (ts, rest) = (timestamp(cases), optional_name(cases));
+            let (ts, rest) = (
+                typed(cases, TIMESTAMPS, "timestamptz"),
+                optional_name(cases),
+            );
             (format!("SELECT {function}({ts}{rest})"), false)
         }
         5 | 6 => {
@@ -270,10 +255,10 @@ fn generate_call(cases: &mut Cases, arguments: &Arguments) -> (String, bool) {
                 call += &format!(", preset => {preset}::text");
             }
             if cases.chance(30) {
-                call += &format!(", epoch => {}", timestamp(cases));
+                call += &format!(", epoch => {}", typed(cases, TIMESTAMPS, "timestamptz"));
             }
             if cases.chance(30) {
-                call += &format!(", time_unit => {}", interval(cases));
+                call += &format!(", time_unit => {}", typed(cases, INTERVALS, "interval"));
             }
             for field in [
                 "time_bits",
@@ -283,7 +268,7 @@ fn generate_call(cases: &mut Cases, arguments: &Arguments) -> (String, bool) {
                 "gene_bits",
             ] {
                 if cases.chance(25) {
-                    call += &format!(", {field} => {}", width(cases));
+                    call += &format!(", {field} => {}", typed(cases, WIDTHS, "integer"));
                 }
             }
             (call + ")", false)
@@ -387,6 +372,7 @@ fn fuzzed_calls_return_results_or_documented_errors_and_change_nothing_when_they
         .start();
     let mut client = cluster.connect();
     client.batch_execute(SETUP).unwrap();
+    client.batch_execute(HOSTILE_SCHEMA).unwrap();
     let arguments = Arguments::new(&mut client);
     let (own, postgres) = readme_error_tables();
     let documented: std::collections::BTreeSet<String> = own.union(&postgres).cloned().collect();
