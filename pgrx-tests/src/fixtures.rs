@@ -67,6 +67,16 @@ pub fn text(client: &mut Client, query: &str) -> String {
         .get(0)
 }
 
+/// The first column of every row that `query` returns.
+pub fn column<T: postgres::types::FromSqlOwned>(client: &mut Client, query: &str) -> Vec<T> {
+    client
+        .query(query, &[])
+        .unwrap_or_else(|error| panic!("{query}: {error}"))
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
+}
+
 /// The installed version of the extension in `client`'s database.
 pub fn extension_version(client: &mut Client) -> String {
     text(
@@ -552,12 +562,7 @@ impl Issued {
     /// Every ID stored in table `ids` now (e.g. what a restore or an upgrade brought along).
     pub fn stored(client: &mut Client, what: &str) -> Issued {
         let mut stored = Issued::new(what);
-        let ids: Vec<i64> = client
-            .query("SELECT id FROM ids ORDER BY id", &[])
-            .unwrap()
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
+        let ids: Vec<i64> = column(client, "SELECT id FROM ids ORDER BY id");
         stored.add(&ids, 0, real_now_us());
         stored
     }

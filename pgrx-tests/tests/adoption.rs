@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use snowflake_id_cluster_tests::fixtures::{extension_crate_version, extension_version};
+use snowflake_id_cluster_tests::fixtures::{column, extension_crate_version, extension_version};
 use snowflake_id_cluster_tests::{pg_config, Client, Cluster};
 
 /// Every object of the extension with its definition and privileges, to compare installs.
@@ -23,6 +23,9 @@ const EXTENSION_OBJECTS: &str = "
     FROM pg_extension e, unnest(e.extconfig, e.extcondition) AS u(t, cond)
     WHERE e.extname = 'snowflake_id'
     ORDER BY 1";
+
+/// The sequences with their layouts' fingerprints.
+const SEQUENCES: &str = "SELECT format('%s %s', name, fingerprint) FROM snowflake_sequences";
 
 fn extension_objects(client: &mut Client) -> Vec<(String, Option<String>)> {
     client
@@ -63,15 +66,7 @@ fn update_from_0_1_0_matches_a_fresh_install_and_keeps_sequences() {
     let version = extension_version(&mut old);
     assert_eq!(version, "0.1.0");
     let before_objects = extension_objects(&mut old);
-    let sequences_before: Vec<String> = old
-        .query(
-            "SELECT format('%s %s', name, fingerprint) FROM snowflake_sequences",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
+    let sequences_before: Vec<String> = column(&mut old, SEQUENCES);
     let max_before: i64 = old
         .query_one("SELECT max(id) FROM orders", &[])
         .unwrap()
@@ -99,15 +94,7 @@ fn update_from_0_1_0_matches_a_fresh_install_and_keeps_sequences() {
          snowflake_lastval, snowflake_to_base32, snowflake_from_base32)"
     );
 
-    let sequences_after: Vec<String> = old
-        .query(
-            "SELECT format('%s %s', name, fingerprint) FROM snowflake_sequences",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
+    let sequences_after: Vec<String> = column(&mut old, SEQUENCES);
     assert_eq!(sequences_after, sequences_before);
     old.batch_execute("INSERT INTO orders(item) SELECT 'after' FROM generate_series(1, 500)")
         .unwrap();

@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-use snowflake_id_cluster_tests::fixtures::{count, workspace_root};
+use snowflake_id_cluster_tests::fixtures::{column, count, workspace_root};
 use snowflake_id_cluster_tests::{Client, Cluster};
 
 /// Runs `program args...` from the workspace root with libpq's environment variables pointing
@@ -163,12 +163,7 @@ fn check_orm_example(program: &str, script: &str, customers: &[&str]) {
         "IDs: all, distinct, made while {program} ran, decodable"
     );
 
-    let made: Vec<String> = client
-        .query("SELECT customer FROM orders ORDER BY id", &[])
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
+    let made: Vec<String> = column(&mut client, "SELECT customer FROM orders ORDER BY id");
     assert_eq!(made, customers, "orders, by ID");
     let lines: Vec<(String, String)> = client
         .query(

@@ -8,17 +8,12 @@
 use std::thread;
 use std::time::Instant;
 
-use snowflake_id_cluster_tests::fixtures::{capacity, count, rate, start_clusters};
+use snowflake_id_cluster_tests::fixtures::{capacity, column, count, rate, start_clusters};
 use snowflake_id_cluster_tests::{error_parts, Client, Cluster};
 
 /// `EXPLAIN (COSTS OFF)` of `query`, one string per plan line.
 fn explain(client: &mut Client, query: &str) -> Vec<String> {
-    client
-        .query(&format!("EXPLAIN (COSTS OFF) {query}"), &[])
-        .unwrap_or_else(|error| panic!("EXPLAIN {query}: {error}"))
-        .iter()
-        .map(|row| row.get(0))
-        .collect()
+    column(client, &format!("EXPLAIN (COSTS OFF) {query}"))
 }
 
 /// The relations a plan scans with a Foreign Scan.

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use snowflake_id_cluster_tests::fixtures::{insert_batch, IDS_TABLE};
+use snowflake_id_cluster_tests::fixtures::{column, insert_batch, IDS_TABLE};
 use snowflake_id_cluster_tests::{error_parts, wait_until, Cluster};
 
 #[test]
@@ -175,12 +175,7 @@ fn decode_works_in_a_parallel_read_only_query() {
     let query = "SELECT count(*) FROM ids
                  WHERE snowflake_timestamp(id) >= '2025-01-01'
                    AND (snowflake_decode(id)).worker >= 0";
-    let plan: Vec<String> = reader
-        .query(&format!("EXPLAIN {query}"), &[])
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
+    let plan: Vec<String> = column(&mut reader, &format!("EXPLAIN {query}"));
     assert!(
         plan.iter().any(|line| line.contains("Parallel Seq Scan")),
         "not a parallel plan: {plan:#?}"

@@ -7,8 +7,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use snowflake_id_cluster_tests::fixtures::{
-    assert_strictly_increasing, assert_table_consistent, check_runs, generate_while, slots_in_use,
-    stats, IDS_TABLE,
+    assert_strictly_increasing, assert_table_consistent, check_runs, column, generate_while,
+    slots_in_use, stats, IDS_TABLE,
 };
 use snowflake_id_cluster_tests::{wait_until, Cluster};
 
@@ -95,12 +95,10 @@ fn short_connections_release_their_slots_beside_steady_generators() {
         left = slots();
         left == 0
     });
-    let held: Vec<String> = admin
-        .query("SELECT format('%s', w) FROM snowflake_workers w", &[])
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
+    let held: Vec<String> = column(
+        &mut admin,
+        "SELECT format('%s', w) FROM snowflake_workers w",
+    );
     let after = stats(&mut admin);
     println!("churn: stats {after:?}");
     println!(
