@@ -35,20 +35,23 @@ pub fn register() {
         ..Default::default()
     };
     // SAFETY: called in the postmaster during shared_preload_libraries; PostgreSQL copies the
-    // struct into its table, and the name it points to is a static string.
-    unsafe { pg_sys::RegisterCustomRmgr(rmgr_id(), &mut rmgr) };
+    // struct into its table, and the name it points to is a static string. (A raw pointer:
+    // PostgreSQL 16 on takes `const RmgrData *`, earlier majors `RmgrData *`.)
+    unsafe { pg_sys::RegisterCustomRmgr(rmgr_id(), &raw mut rmgr) };
 }
 
 /// Logs a reservation up to `until_unix_us` and waits until the record is flushed, so no ID
 /// under it can leave before the WAL holds it.
 pub fn log_reservation(until_unix_us: i64) {
     let mut payload = until_unix_us.to_le_bytes();
+
     // SAFETY: a record with 8 bytes of main data that live until XLogInsert returns (it copies
     // them); called in a normal backend outside recovery (claim_slot refuses during recovery),
     // where inserting WAL is allowed. An ERROR inside unwinds through pgrx's guard.
     unsafe {
         pg_sys::XLogBeginInsert();
-        pg_sys::XLogRegisterData(payload.as_mut_ptr().cast(), payload.len() as i32);
+        // `as _`: the length is `int` up to PostgreSQL 15 and `uint32` from 16 on; 8 fits both.
+        pg_sys::XLogRegisterData(payload.as_mut_ptr().cast(), payload.len() as _);
         let lsn = pg_sys::XLogInsert(rmgr_id(), XLOG_SNOWFLAKE_RESERVE);
         pg_sys::XLogFlush(lsn);
     }
