@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Installs what building snowflake_id and running PostgreSQL clusters need on Debian 12, as
 # root. Idempotent: each step is skipped when its result is already there. Sourced by every
-# script (demo.sh, test.sh, build-deb.sh, bench/run.sh); the client libraries that only the
+# script (demo.sh, test.sh, build-package.sh, bench/run.sh); the client libraries that only the
 # client tests use are installed by install-client-deps.sh, which test.sh sources.
 set -euo pipefail
 
-PG_MAJOR=15
 PGRX_VERSION=0.18.1
-export PG_CONFIG=/usr/lib/postgresql/$PG_MAJOR/bin/pg_config
 export DEBIAN_FRONTEND=noninteractive
+source "$(dirname "${BASH_SOURCE[0]}")/install-postgres.sh"
+# The major the scripts' own clusters (demo, benchmarks, packages) use unless told otherwise;
+# test.sh runs its tests on every supported major.
+PG_MAJOR=${SNOWFLAKE_PG_MAJOR:-15}
+export PG_CONFIG
+PG_CONFIG=$(pg_config_of "$PG_MAJOR")
 
 step() { printf '\n==> %s\n' "$*"; }
 
@@ -39,18 +43,31 @@ apt_install_missing() {
         apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     fi
 }
-apt_install_missing postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR \
+postgresql_15_was_installed=$(dpkg-query -W -f='${Status}' postgresql-15 2>/dev/null || true)
+apt_install_missing postgresql-15 postgresql-server-dev-15 \
     clang libclang-dev pkg-config sudo faketime build-essential
-# Debian's package starts a default cluster; this project runs throwaway clusters of its own.
-if command -v pg_lsclusters >/dev/null && pg_lsclusters -h 2>/dev/null | grep -q online; then
-    pg_ctlcluster --force "$PG_MAJOR" main stop 2>/dev/null || true
+# Installing Debian's package starts a default cluster; this project runs throwaway clusters of
+# its own, so it stops that one, right after creating it. A cluster that ran before is left
+# alone: the scripts never stop or change a server they did not start.
+if [ "$postgresql_15_was_installed" != "install ok installed" ] \
+        && pg_lsclusters -h 2>/dev/null | grep -q '^15 main .* online'; then
+    pg_ctlcluster --force 15 main stop 2>/dev/null || true
 fi
+for major in "${SUPPORTED_PG_MAJORS[@]}"; do
+    [ "$major" = 15 ] || install_postgres_from_source "$major"
+done
 
 if ! cargo pgrx --version 2>/dev/null | grep -q " $PGRX_VERSION\$"; then
     step "cargo install cargo-pgrx --version $PGRX_VERSION --locked (takes ~7 minutes once)"
     cargo install cargo-pgrx --version "$PGRX_VERSION" --locked
 fi
-if ! grep -qs "^pg$PG_MAJOR = \"$PG_CONFIG\"" "${PGRX_HOME:-$HOME/.pgrx}/config.toml"; then
-    step "cargo pgrx init --pg$PG_MAJOR $PG_CONFIG"
-    cargo pgrx init --pg$PG_MAJOR "$PG_CONFIG"
+pgrx_init_args=()
+for major in "${SUPPORTED_PG_MAJORS[@]}"; do
+    pgrx_init_args+=("--pg$major" "$(pg_config_of "$major")")
+    grep -qs "^pg$major = \"$(pg_config_of "$major")\"" "${PGRX_HOME:-$HOME/.pgrx}/config.toml" \
+        || pgrx_init_needed=1
+done
+if [ -n "${pgrx_init_needed:-}" ]; then
+    step "cargo pgrx init ${pgrx_init_args[*]}"
+    cargo pgrx init "${pgrx_init_args[@]}"
 fi

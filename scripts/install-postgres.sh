@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# The PostgreSQL majors this project builds and tests for, and where each comes from:
+#   15  Debian 12's own binary packages (postgresql-15, postgresql-server-dev-15);
+#   17  built here from Debian's source package postgresql-17 (suite trixie);
+#   18  built here from Debian's source package postgresql-18 (suite sid).
+# Sourced by install-deps.sh. The source packages are fetched through a private apt
+# configuration (its own sources file, lists and cache under $SOURCE_APT_DIR), so the machine's
+# own apt sources stay as they are. Each source-built major is installed into a prefix this
+# project owns, $SOURCE_PG_ROOT/<major>, and is skipped when that prefix already holds it.
+
+SUPPORTED_PG_MAJORS=(15 17 18)
+SOURCE_PG_ROOT=${SNOWFLAKE_PG_ROOT:-/opt/snowflake_id/postgresql}
+SOURCE_APT_DIR=/var/lib/snowflake_id/apt
+SOURCE_BUILD_DIR=/var/tmp/snowflake_id-build
+# Options a distribution builds with (Debian's own build adds LLVM, PAM, LDAP, GSSAPI, NLS and
+# the procedural languages, which nothing here uses). OpenSSL matters for measurements:
+# without it, gen_random_uuid() and uuidv7() read /dev/urandom on every call.
+SOURCE_PG_CONFIGURE_OPTIONS=(--with-openssl --with-icu --with-lz4 --with-zstd --with-uuid=e2fs
+                             --with-libxml --with-readline)
+SOURCE_PG_BUILD_PACKAGES=(bison flex libssl-dev libicu-dev liblz4-dev libzstd-dev uuid-dev
+                          libxml2-dev libreadline-dev zlib1g-dev dpkg-dev curl)
+
+# pg_config_of MAJOR: the pg_config of that major's installation.
+pg_config_of() {
+    case $1 in
+        15) echo /usr/lib/postgresql/15/bin/pg_config ;;
+        *) echo "$SOURCE_PG_ROOT/$1/bin/pg_config" ;;
+    esac
+}
+
+# debian_suite_of MAJOR: the Debian suite whose source package is built for that major.
+debian_suite_of() {
+    case $1 in
+        17) echo trixie ;;
+        18) echo sid ;;
+        *) echo "no Debian source package is configured for PostgreSQL $1" >&2; return 1 ;;
+    esac
+}
+
+# Source packages known to be served by Debian's pool, for when the suite's index already names
+# a newer version than the pool holds (seen for trixie: index 17.12-0+deb13u1, pool 17.11 only).
+# Each is the .dsc's name and SHA-256; the .dsc holds the SHA-256 of the tarballs, which
+# dpkg-source checks when it unpacks.
+declare -A KNOWN_SOURCE_PACKAGES=(
+    [17]="postgresql-17_17.11-0+deb13u1.dsc bf148ae423a982707c3f60672c3a072ef62b701bd9f5df847d9f4b8c9b3e3b18"
+)
+
+# fetch_known_source_package MAJOR: downloads the known source package of MAJOR from Debian's
+# pool into the current directory and checks the .dsc against its recorded SHA-256.
+fetch_known_source_package() {
+    local major=$1 dsc sha256 file pool="http://deb.debian.org/debian/pool/main/p/postgresql-$1"
+    read -r dsc sha256 <<<"${KNOWN_SOURCE_PACKAGES[$major]:?no known source package for PostgreSQL $major}"
+    echo "the suite's index names a version the pool does not serve; fetching $dsc instead" >&2
+    curl --fail --silent --show-error --output "$dsc" "$pool/${dsc//+/%2b}"
+    echo "$sha256  $dsc" | sha256sum --check --quiet
+    for file in $(awk '/^Checksums-Sha256:/ {in_list=1; next} /^[^ ]/ {in_list=0} in_list {print $3}' "$dsc"); do
+        curl --fail --silent --show-error --output "$file" "$pool/${file//+/%2b}"
+    done
+}
+
+# private_apt ARGS…: apt-get with only this project's deb-src entries (and its own lists/cache).
+private_apt() {
+    # (root fetches into a root-owned directory: no sandbox user)
+    apt-get -o APT::Sandbox::User=root \
+            -o Dir::Etc::SourceList="$SOURCE_APT_DIR/sources.list" \
+            -o Dir::Etc::SourceParts=/dev/null \
+            -o Dir::State::Lists="$SOURCE_APT_DIR/lists" \
+            -o Dir::Cache="$SOURCE_APT_DIR/cache" "$@"
+}
+
+# install_postgres_from_source MAJOR: fetches, builds and installs PostgreSQL MAJOR into
+# $SOURCE_PG_ROOT/MAJOR, unless that prefix already holds a complete build (its BUILD-INFO file
+# is written last).
+install_postgres_from_source() {
+    local major=$1 prefix="$SOURCE_PG_ROOT/$1" suite source_dir
+    if [ -f "$prefix/BUILD-INFO" ] && [ -x "$prefix/bin/pg_config" ]; then
+        return 0
+    fi
+    suite=$(debian_suite_of "$major")
+    apt_install_missing "${SOURCE_PG_BUILD_PACKAGES[@]}"
+    step "PostgreSQL $major from Debian's source package postgresql-$major ($suite) -> $prefix"
+    mkdir -p "$SOURCE_APT_DIR/lists/partial" "$SOURCE_APT_DIR/cache/archives/partial"
+    cat > "$SOURCE_APT_DIR/sources.list" <<SOURCES
+deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main
+deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian sid main
+SOURCES
+    private_apt update -qq
+    rm -rf "$SOURCE_BUILD_DIR/$major"
+    mkdir -p "$SOURCE_BUILD_DIR/$major"
+    (
+        cd "$SOURCE_BUILD_DIR/$major"
+        # apt verifies the download against the suite's signed Release file; dpkg-source
+        # checks the .dsc's checksums when it unpacks. Debian's own patches are left out: they
+        # move files to Debian's per-version layout, which a private prefix does not want.
+        private_apt source --download-only -qq "postgresql-$major/$suite" \
+            || fetch_known_source_package "$major"
+        dpkg-source --skip-patches -x postgresql-"$major"_*.dsc source >/dev/null
+    )
+    source_dir="$SOURCE_BUILD_DIR/$major/source"
+    (
+        cd "$source_dir"
+        ./configure --prefix="$prefix" "${SOURCE_PG_CONFIGURE_OPTIONS[@]}" >configure.log
+        make -j"$(nproc)" -s world-bin >make.log 2>&1 || { tail -n 40 make.log >&2; exit 1; }
+        make -s install-world-bin >install.log 2>&1 || { tail -n 40 install.log >&2; exit 1; }
+    )
+    {
+        echo "source package: $(basename "$(ls "$SOURCE_BUILD_DIR/$major"/postgresql-"$major"_*.dsc)")"
+        echo "configure: ${SOURCE_PG_CONFIGURE_OPTIONS[*]}"
+        "$prefix/bin/pg_config" --version
+    } > "$prefix/BUILD-INFO.partial"
+    mv "$prefix/BUILD-INFO.partial" "$prefix/BUILD-INFO"
+    rm -rf "$SOURCE_BUILD_DIR/$major"
+    cat "$prefix/BUILD-INFO"
+}
+
+# fetch_orig_tarball PACKAGE SUITE: downloads the upstream tarball of Debian source package
+# PACKAGE in SUITE into the current directory, checked against the SHA-256 in the suite's
+# signed source index (apt verified the index's signature when it fetched it). Prints its name.
+fetch_orig_tarball() {
+    local index file sha256
+    index=$(ls "$SOURCE_APT_DIR"/lists/*_dists_"$2"_main_source_Sources*)
+    read -r sha256 file < <(/usr/lib/apt/apt-helper cat-file "$index" \
+        | awk -v package="$1" 'BEGIN {RS=""} $0 ~ "^Package: " package "\n"' \
+        | awk '/^Checksums-Sha256:/ {in_list=1; next} /^[^ ]/ {in_list=0}
+               in_list && $3 ~ /\.orig\.tar\./ {print $1, $3}')
+    if [ -z "$file" ]; then
+        echo "no $1 in the $2 source index" >&2
+        return 1
+    fi
+    curl --fail --silent --show-error --output "$file" \
+        "http://deb.debian.org/debian/pool/main/${1:0:1}/$1/$file"
+    echo "$sha256  $file" | sha256sum --check --quiet >&2
+    echo "$file"
+}
+
+# The major whose pg_auto_failover runs the failover tests of MAJOR. pg_auto_failover 2.2, the
+# newest release, supports PostgreSQL up to 17; Debian adds 18 with a patch, but its pool serves
+# neither that patch (the debian.tar.xz of 2.2-4 is missing) nor binaries for Debian 12's glibc.
+# pg_autoctl drives the data nodes through their own pg_ctl (--pgctl), and only the monitor runs
+# the pgautofailover extension, so for 18 the monitor and pg_autoctl come from 17.
+auto_failover_major_of() {
+    case $1 in
+        18) echo 17 ;;
+        *) echo "$1" ;;
+    esac
+}
+
+# The major whose clusters the pg_upgrade test of MAJOR upgrades from: the previous supported
+# major, except that nothing upgrades from Debian's 15.20 to the source-built majors (its
+# per-column `pg_attver` option breaks their pg_dump --binary-upgrade for every table).
+upgrade_source_major_of() {
+    case $1 in
+        18) echo 17 ;;
+        *) echo "$1" ;;
+    esac
+}
+
+# install_pg_auto_failover_from_source MAJOR: pg_auto_failover 2.2 (pg_autoctl and the
+# pgautofailover extension) from the upstream tarball of Debian's source package
+# pg-auto-failover (trixie) into MAJOR's prefix. The failover tests run it; Debian 12 packages
+# it for 15 only. Skipped when the prefix already holds it.
+install_pg_auto_failover_from_source() {
+    local prefix="$SOURCE_PG_ROOT/$1" build="$SOURCE_BUILD_DIR/pg-auto-failover-$1" tarball
+    if [ -x "$prefix/bin/pg_autoctl" ] && [ -f "$prefix/share/postgresql/extension/pgautofailover.control" ]; then
+        return 0
+    fi
+    apt_install_missing libkrb5-dev libselinux1-dev libpam0g-dev libncurses-dev libedit-dev \
+        libxslt1-dev libnuma-dev
+    step "pg_auto_failover from Debian's source package pg-auto-failover (trixie) -> $prefix"
+    rm -rf "$build"
+    mkdir -p "$build"
+    (
+        cd "$build"
+        tarball=$(fetch_orig_tarball pg-auto-failover trixie)
+        tar --extract --gzip --file "$tarball" --strip-components=1
+        make -j"$(nproc)" PG_CONFIG="$prefix/bin/pg_config" >make.log 2>&1 \
+            || { tail -n 40 make.log >&2; exit 1; }
+        make install PG_CONFIG="$prefix/bin/pg_config" >install.log 2>&1 \
+            || { tail -n 40 install.log >&2; exit 1; }
+    )
+    rm -rf "$build"
+}
