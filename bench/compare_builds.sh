@@ -20,6 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/install-deps.sh
 source scripts/throwaway-cluster.sh
+source scripts/safe-install.sh
 
 OLD_REV=${1:?usage: bash bench/compare_builds.sh OLD_REV [NEW_REV]}
 NEW_REV=${2:-}
@@ -46,18 +47,12 @@ build() {
     step "cargo pgrx package ($name: ${rev:-work tree})"
     rm -rf "$WORK/$name"
     (cd "$source" && CARGO_TARGET_DIR="$target" cargo pgrx package --pg-config "$PG_CONFIG" \
+        --no-default-features --features "pg$PG_MAJOR" \
         --out-dir "$OLDPWD/$WORK/$name") >/dev/null
 }
 
 # install NAME: put the build's files in place, each by rename.
-install_build() {
-    local file target
-    (cd "$WORK/$1" && find . -type f) | while read -r file; do
-        target=${file#.}
-        cp "$WORK/$1/$file" "$target.compare-tmp"
-        mv -f "$target.compare-tmp" "$target"
-    done
-}
+install_build() { install_tree_by_rename "$WORK/$1"; }
 
 # measure NAME: prints "ns_per_id insert_latency_ms" for a fresh cluster running build NAME.
 measure() {

@@ -40,7 +40,8 @@ step "pip install -r bench/requirements.txt"
 "$VENV/bin/pip" install --quiet --disable-pip-version-check -r bench/requirements.txt
 
 step "cargo pgrx install --release"
-cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+cargo pgrx install --release --pg-config "$PG_CONFIG" --no-default-features --features "pg$PG_MAJOR" \
+    >/dev/null
 
 step "benchmarks (bench/run.py)"
 "$VENV/bin/python" bench/run.py --bindir "$BIN" --dir "$BENCH_DIR" \

@@ -1,43 +1,68 @@
 #!/usr/bin/env bash
-# Builds the Debian package of snowflake_id for PostgreSQL 15:
-#   target/debian/postgresql-15-snowflake-id_<version>_<arch>.deb
-# from a release build (`cargo pgrx package`). Idempotent: every run rebuilds the package from
-# scratch (the cargo build itself is incremental). Prints the path of the .deb on its last line.
+# Builds the installable package of snowflake_id for one PostgreSQL major (default
+# $SNOWFLAKE_PG_MAJOR, else 15) from a release build (`cargo pgrx package`):
+#   15      a Debian package for Debian's PostgreSQL 15:
+#           target/package/postgresql-15-snowflake-id_<version>_<arch>.deb
+#           installed with `dpkg -i` (or `apt-get install ./…deb`);
+#   17, 18  a tarball for the PostgreSQL that install-deps.sh builds under $SOURCE_PG_ROOT:
+#           target/package/snowflake_id-<version>-pg<major>-<arch>.tar.gz
+#           installed with `tar --extract --unlink-first --gzip --file … --directory /`.
+# Both install each file as a new file (dpkg renames; tar --unlink-first removes the old file
+# first), so running servers keep the library they mapped. Idempotent: every run rebuilds the
+# package from scratch (the cargo build itself is incremental). Prints the path of the package
+# on its last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ -n "${1:-}" ]; then
+    export SNOWFLAKE_PG_MAJOR=$1
+fi
 source scripts/install-deps.sh
 
-PACKAGE=postgresql-$PG_MAJOR-snowflake-id
 # The version of the [package] section of Cargo.toml (the extension's default_version too).
 VERSION=$(awk -F'"' '/^\[/ { section = $0 } section == "[package]" && /^version *=/ { print $2; exit }' Cargo.toml)
 ARCH=$(dpkg --print-architecture)
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
 PGRX_OUT=$TARGET_DIR/release/snowflake_id-pg$PG_MAJOR
-STAGING=$TARGET_DIR/debian/${PACKAGE}_${VERSION}_$ARCH
-DEB=$TARGET_DIR/debian/${PACKAGE}_${VERSION}_$ARCH.deb
+mkdir -p "$TARGET_DIR/package"
 if [ -z "$VERSION" ]; then
     echo "no version found in the [package] section of Cargo.toml" >&2
     exit 1
 fi
 
-step "cargo pgrx package (release) -> $PGRX_OUT"
+step "cargo pgrx package (release, PostgreSQL $PG_MAJOR) -> $PGRX_OUT"
 rm -rf "$PGRX_OUT"   # no files left over from an older version
-cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$PGRX_OUT"
-
-step "dpkg-deb --build -> $DEB"
-rm -rf "$STAGING" "$DEB"
-mkdir -p "$STAGING/DEBIAN"
-cp -a "$PGRX_OUT/." "$STAGING/"
+cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$PGRX_OUT" \
+    --no-default-features --features "pg$PG_MAJOR"
 for file in "$($PG_CONFIG --pkglibdir)/snowflake_id.so" \
             "$($PG_CONFIG --sharedir)/extension/snowflake_id.control" \
             "$($PG_CONFIG --sharedir)/extension/snowflake_id--$VERSION.sql"; do
-    if [ ! -f "$STAGING$file" ]; then
+    if [ ! -f "$PGRX_OUT$file" ]; then
         echo "cargo pgrx package did not produce $file" >&2
         exit 1
     fi
 done
-find "$STAGING" -type d -exec chmod 0755 {} +
-find "$STAGING" -type f -exec chmod 0644 {} +
+find "$PGRX_OUT" -type d -exec chmod 0755 {} +
+find "$PGRX_OUT" -type f -exec chmod 0644 {} +
+
+if [ "$PG_MAJOR" != 15 ]; then
+    TARBALL=$TARGET_DIR/package/snowflake_id-$VERSION-pg$PG_MAJOR-$ARCH.tar.gz
+    step "tar -> $TARBALL"
+    # Files only, no directory entries: unpacking must not change the modes of /opt and such.
+    (cd "$PGRX_OUT" && find . -type f -printf '%P\n' | LC_ALL=C sort) > "$PGRX_OUT.files"
+    tar --create --gzip --owner=0 --group=0 --numeric-owner --file "$TARBALL" \
+        --directory "$PGRX_OUT" --files-from "$PGRX_OUT.files"
+    tar --list --gzip --file "$TARBALL"
+    echo "$TARBALL"
+    exit 0
+fi
+
+PACKAGE=postgresql-$PG_MAJOR-snowflake-id
+STAGING=$TARGET_DIR/package/${PACKAGE}_${VERSION}_$ARCH
+DEB=$TARGET_DIR/package/${PACKAGE}_${VERSION}_$ARCH.deb
+step "dpkg-deb --build -> $DEB"
+rm -rf "$STAGING" "$DEB"
+mkdir -p "$STAGING/DEBIAN"
+cp -a "$PGRX_OUT/." "$STAGING/"
 (cd "$STAGING" && find usr -type f -print0 | LC_ALL=C sort -z | xargs -0 md5sum) \
     > "$STAGING/DEBIAN/md5sums"
 installed_size=$(du -sk --exclude=DEBIAN "$STAGING" | cut -f1)

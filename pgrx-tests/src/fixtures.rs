@@ -51,6 +51,24 @@ pub fn extension_crate_version() -> String {
     panic!("no version in the [package] section of Cargo.toml");
 }
 
+/// The package the test command installed for the major under test: `SNOWFLAKE_ID_PACKAGE`,
+/// else where `scripts/build-package.sh` puts it (the Debian package for 15, else the tarball).
+pub fn package_path(version: &str) -> PathBuf {
+    if let Ok(path) = std::env::var("SNOWFLAKE_ID_PACKAGE") {
+        return PathBuf::from(path);
+    }
+    let output = std::process::Command::new("dpkg")
+        .arg("--print-architecture")
+        .output()
+        .expect("run dpkg --print-architecture");
+    let architecture = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    let name = match crate::pg_major() {
+        15 => format!("postgresql-15-snowflake-id_{version}_{architecture}.deb"),
+        major => format!("snowflake_id-{version}-pg{major}-{architecture}.tar.gz"),
+    };
+    workspace_root().join("target/package").join(name)
+}
+
 /// The single `bigint` that `query` returns (e.g. a `count(*)`).
 pub fn count(client: &mut Client, query: &str) -> i64 {
     client

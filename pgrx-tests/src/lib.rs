@@ -42,6 +42,8 @@ pub struct ClusterBuilder {
     /// libfaketime's offset at start, when the server runs under it.
     faketime: Option<String>,
     wal_archive: bool,
+    /// The bin directory of the installation a fresh cluster runs on (default: `PG_CONFIG`'s).
+    installation: Option<PathBuf>,
     origin: Origin,
 }
 
@@ -108,6 +110,13 @@ impl ClusterBuilder {
         self
     }
 
+    /// Runs a fresh cluster on the installation of `pg_config` (another major than the one the
+    /// tests run on, e.g. the old cluster of a pg_upgrade across majors).
+    pub fn installation(mut self, pg_config: &str) -> Self {
+        self.installation = Some(pg_config_dir(pg_config, "--bindir"));
+        self
+    }
+
     /// Creates the cluster (initdb, base backup or restore) and starts it.
     pub fn start(self) -> Cluster {
         let mut cluster = self.create();
@@ -126,7 +135,7 @@ impl ClusterBuilder {
             file
         });
         let bin = match &self.origin {
-            Origin::Initdb => postgres_bin_dir(),
+            Origin::Initdb => self.installation.clone().unwrap_or_else(postgres_bin_dir),
             Origin::Standby { bin, .. } | Origin::Restore { bin, .. } => bin.clone(),
         };
         let cluster = Cluster {
@@ -148,6 +157,9 @@ impl ClusterBuilder {
                         "--auth=trust",
                         "--username=postgres",
                         "--encoding=UTF8",
+                        // Every major alike (PostgreSQL 18's initdb turns checksums on by
+                        // default), so pg_upgrade from 15 to 18 finds them equal.
+                        "--data-checksums",
                         "--no-sync",
                     ]);
                 });
@@ -306,6 +318,7 @@ impl Cluster {
             environment: Vec::new(),
             faketime: None,
             wal_archive: false,
+            installation: None,
             origin: Origin::Initdb,
         }
     }
@@ -366,7 +379,7 @@ impl Cluster {
                 .into_iter()
                 .chain(["--username".to_owned(), "postgres".to_owned()])
         };
-        let dumped = Command::new("pg_dump")
+        let dumped = Command::new(self.bin.join("pg_dump"))
             .args(connection(self))
             .args(["--format=custom", "--file"])
             .arg(&dump)
@@ -374,7 +387,7 @@ impl Cluster {
             .output()
             .expect("run pg_dump");
         assert!(dumped.status.success(), "pg_dump: {}", describe(&dumped));
-        let restored = Command::new("pg_restore")
+        let restored = Command::new(into.bin.join("pg_restore"))
             .args(connection(into))
             .args(["--exit-on-error", "--dbname", target])
             .arg(&dump)
@@ -809,8 +822,29 @@ extern "C" {
 /// A directory of the PostgreSQL installation the tests run against: `$PG_CONFIG flag`
 /// (default `pg_config` on PATH), e.g. `--sharedir`, `--pkglibdir`.
 pub fn pg_config(flag: &str) -> PathBuf {
-    let pg_config = std::env::var("PG_CONFIG").unwrap_or_else(|_| "pg_config".into());
-    let output = Command::new(&pg_config)
+    pg_config_dir(&pg_config_program(), flag)
+}
+
+/// The `pg_config` of the installation the tests run against: `$PG_CONFIG`, default the one on
+/// PATH.
+pub fn pg_config_program() -> String {
+    std::env::var("PG_CONFIG").unwrap_or_else(|_| "pg_config".into())
+}
+
+/// The major version of the installation the tests run against (`pg_config --version`).
+pub fn pg_major() -> u32 {
+    let version = pg_config("--version");
+    let version = version.to_string_lossy();
+    version
+        .strip_prefix("PostgreSQL ")
+        .and_then(|rest| rest.split(['.', ' ']).next())
+        .and_then(|major| major.parse().ok())
+        .unwrap_or_else(|| panic!("no major version in pg_config --version: {version}"))
+}
+
+/// `pg_config flag` of a given `pg_config` program.
+pub(crate) fn pg_config_dir(pg_config: &str, flag: &str) -> PathBuf {
+    let output = Command::new(pg_config)
         .arg(flag)
         .output()
         .unwrap_or_else(|error| panic!("run {pg_config}: {error}"));

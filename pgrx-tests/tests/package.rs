@@ -1,14 +1,15 @@
-//! The Debian package: the installed extension files belong to `postgresql-15-snowflake-id` (as
-//! `scripts/test.sh` installs it with `dpkg -i` before the cluster tests, they all run against
-//! the packaged artifact), they are unchanged since, and the packaged extension works on a
-//! fresh cluster.
+//! The package of the major under test (`scripts/build-package.sh`): for PostgreSQL 15 the Debian
+//! package `postgresql-15-snowflake-id`, for the source-built 17 and 18 a tarball. The installed
+//! extension files are the package's, unchanged since (`scripts/test.sh` installs it before the
+//! cluster tests, so they all run against the packaged artifact), and the packaged extension
+//! works on a fresh cluster.
 
 use std::process::Command;
 
-use snowflake_id_cluster_tests::fixtures::{count, extension_crate_version, extension_version};
-use snowflake_id_cluster_tests::{pg_config, Cluster};
-
-const PACKAGE: &str = "postgresql-15-snowflake-id";
+use snowflake_id_cluster_tests::fixtures::{
+    count, extension_crate_version, extension_version, package_path,
+};
+use snowflake_id_cluster_tests::{pg_config, pg_major, Cluster};
 
 /// Runs a command, asserts success, returns its stdout.
 fn run(program: &str, args: &[&str]) -> String {
@@ -20,16 +21,44 @@ fn run(program: &str, args: &[&str]) -> String {
     assert!(
         output.status.success(),
         "{program} {args:?}: {}\nstdout: {stdout}\nstderr: {}\n(scripts/test.sh builds and installs \
-         the package: bash scripts/build-deb.sh && dpkg -i target/debian/{PACKAGE}_*.deb)",
+         the package: bash scripts/build-package.sh {major}, then dpkg -i or tar --extract)",
         output.status,
-        String::from_utf8_lossy(&output.stderr)
+        String::from_utf8_lossy(&output.stderr),
+        major = pg_major(),
     );
     stdout
+}
+
+/// The extension's files in the installation under test: library, control file, install script.
+fn extension_files(version: &str) -> [String; 3] {
+    let extension = format!("{}/extension", pg_config("--sharedir").display());
+    [
+        format!("{}/snowflake_id.so", pg_config("--pkglibdir").display()),
+        format!("{extension}/snowflake_id.control"),
+        format!("{extension}/snowflake_id--{version}.sql"),
+    ]
 }
 
 #[test]
 fn installed_extension_files_belong_to_the_package() {
     let version = extension_crate_version();
+    let files = extension_files(&version);
+    let control_text = std::fs::read_to_string(&files[1]).unwrap();
+    assert!(
+        control_text.contains(&format!("default_version = '{version}'")),
+        "{}:\n{control_text}",
+        files[1]
+    );
+    if pg_major() == 15 {
+        installed_files_belong_to_the_debian_package(&version, &files);
+    } else {
+        installed_files_are_the_tarballs(&version, &files);
+    }
+}
+
+/// PostgreSQL 15: the files belong to the installed Debian package of this version, unchanged.
+fn installed_files_belong_to_the_debian_package(version: &str, files: &[String]) {
+    const PACKAGE: &str = "postgresql-15-snowflake-id";
     let status = run(
         "dpkg-query",
         &[
@@ -47,20 +76,10 @@ fn installed_extension_files_belong_to_the_package() {
         ),
         "the installed package is not the one of this source tree"
     );
-
-    let library = format!("{}/snowflake_id.so", pg_config("--pkglibdir").display());
-    let extension = format!("{}/extension", pg_config("--sharedir").display());
-    let control = format!("{extension}/snowflake_id.control");
-    let script = format!("{extension}/snowflake_id--{version}.sql");
-    for file in [&library, &control, &script] {
+    for file in files {
         let owner = run("dpkg", &["-S", file]);
         assert_eq!(owner.trim(), format!("{PACKAGE}: {file}"), "dpkg -S {file}");
     }
-    let control_text = std::fs::read_to_string(&control).unwrap();
-    assert!(
-        control_text.contains(&format!("default_version = '{version}'")),
-        "{control}:\n{control_text}"
-    );
     // None of the package's files was changed since it was installed (dpkg --verify compares
     // them with the package's md5sums): the cluster tests run against the packaged build, not a
     // later `cargo pgrx install`. (Other scripts, e.g. an older version's install script that
@@ -69,9 +88,44 @@ fn installed_extension_files_belong_to_the_package() {
     assert_eq!(
         changed, "",
         "installed files differ from the package (dpkg --verify): replaced since, e.g. by `cargo \
-         pgrx install`? Reinstall: dpkg -i target/debian/{PACKAGE}_{version}_*.deb"
+         pgrx install`? Reinstall: dpkg -i target/package/{PACKAGE}_{version}_*.deb"
     );
-    println!("{PACKAGE} {version} installed; owns {library}, {control}, {script}; files verified");
+    println!("{PACKAGE} {version} installed; owns {files:?}; files verified");
+}
+
+/// The source-built majors: the tarball holds the extension's files and nothing else, and the
+/// installed files are byte for byte the tarball's (`tar --compare`).
+fn installed_files_are_the_tarballs(version: &str, files: &[String]) {
+    let tarball = package_path(version);
+    let tarball = tarball.to_str().unwrap();
+    let mut listed: Vec<String> = run("tar", &["--list", "--gzip", "--file", tarball])
+        .lines()
+        .map(|line| format!("/{line}"))
+        .collect();
+    listed.sort();
+    for file in files {
+        assert!(listed.contains(file), "{tarball} lacks {file}: {listed:#?}");
+    }
+    let library_dir = pg_config("--pkglibdir");
+    let extension_dir = pg_config("--sharedir").join("extension");
+    for file in &listed {
+        let path = std::path::Path::new(file);
+        assert!(
+            (path.parent() == Some(&library_dir) || path.parent() == Some(&extension_dir))
+                && path
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("snowflake_id"),
+            "{tarball} holds {file}, not a file of the extension"
+        );
+    }
+    let differences = run(
+        "tar",
+        &["--compare", "--gzip", "--file", tarball, "--directory", "/"],
+    );
+    assert_eq!(differences, "", "installed files differ from {tarball}");
+    println!("{tarball}: installed files verified: {files:?}");
 }
 
 #[test]

@@ -1,0 +1,239 @@
+//! Installing never harms a running server. A server maps `snowflake_id.so` into every process;
+//! an install that rewrote that file in place would make them run the new bytes and crash
+//! (seen: the demo's server died with "terminated by signal 4: Illegal instruction" while the
+//! test command's `cargo pgrx test` rewrote the library through `sudo cp`).
+//!
+//! A server with four generating sessions keeps running while (1) a different build of the
+//! library (the `#[pg_test]` debug build that `cargo pgrx test pgN` leaves in `target/debug`) is
+//! installed the way that step installs it (`scripts/pgrx-sudo/sudo cp`), and (2) the package is
+//! installed over it with `install_package` of `scripts/safe-install.sh`, as a package upgrade
+//! (for PostgreSQL 15 a Debian package of a higher version, for 17 and 18 the tarball). It
+//! asserts the postmaster and every session survive and keep issuing IDs after each install,
+//! no ID twice, and that after a restart the server runs on the package's library and
+//! continues above. Finally the package the test command installed is put back as it was.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::thread::sleep;
+use std::time::Duration;
+
+use snowflake_id_cluster_tests::fixtures::{
+    assert_table_consistent, check_runs, count, extension_crate_version, generate_while,
+    insert_batch, package_path, real_now_us, workspace_root, IDS_TABLE,
+};
+use snowflake_id_cluster_tests::{pg_config, pg_major, Cluster};
+
+/// Runs `program args…`, panicking with its output on failure.
+fn run(program: &Path, args: &[&str]) {
+    if let Err(failure) = try_run(program, args) {
+        panic!("{failure}");
+    }
+}
+
+/// Runs `program args…`; on failure, returns what it printed.
+fn try_run(program: &Path, args: &[&str]) -> Result<(), String> {
+    let output = Command::new(program)
+        .args(args)
+        .output()
+        .map_err(|error| format!("run {}: {error}", program.display()))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} {args:?}: {}\n{}{}",
+        program.display(),
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    ))
+}
+
+/// Installs `package` with `install_package` of scripts/safe-install.sh.
+fn install_package(package: &Path) -> Result<(), String> {
+    let script = workspace_root().join("scripts/safe-install.sh");
+    try_run(
+        Path::new("bash"),
+        &[
+            "-c",
+            "source \"$1\" && install_package \"$2\"",
+            "install_package",
+            script.to_str().unwrap(),
+            package.to_str().unwrap(),
+        ],
+    )
+}
+
+/// The library of the `#[pg_test]` build for this major, as `cargo pgrx test` packaged it
+/// before installing it.
+fn test_build_library() -> PathBuf {
+    let library = workspace_root()
+        .join(format!("target/debug/snowflake_id-pg{}", pg_major()))
+        .join(pg_config("--pkglibdir").strip_prefix("/").unwrap())
+        .join("snowflake_id.so");
+    assert!(
+        library.is_file(),
+        "{} is missing: run `cargo pgrx test pg{}` first (scripts/test.sh does)",
+        library.display(),
+        pg_major()
+    );
+    library
+}
+
+/// For a Debian package: the same package with version `<version>+upgrade`, so that installing
+/// it is a package upgrade; a tarball is installed as it is.
+fn upgraded_package(package: &Path, directory: &Path) -> PathBuf {
+    if package
+        .extension()
+        .is_none_or(|extension| extension != "deb")
+    {
+        return package.to_owned();
+    }
+    let root = directory.join("deb-root");
+    let dpkg_deb = Path::new("dpkg-deb");
+    run(
+        dpkg_deb,
+        &[
+            "--raw-extract",
+            package.to_str().unwrap(),
+            root.to_str().unwrap(),
+        ],
+    );
+    let control = root.join("DEBIAN/control");
+    let text = std::fs::read_to_string(&control).unwrap();
+    let version = extension_crate_version();
+    let bumped = text.replace(
+        &format!("\nVersion: {version}\n"),
+        &format!("\nVersion: {version}+upgrade\n"),
+    );
+    assert_ne!(
+        bumped,
+        text,
+        "no Version: {version} in {}",
+        control.display()
+    );
+    std::fs::write(&control, bumped).unwrap();
+    let upgraded = directory.join("upgraded.deb");
+    run(
+        dpkg_deb,
+        &[
+            "--root-owner-group",
+            "--build",
+            root.to_str().unwrap(),
+            upgraded.to_str().unwrap(),
+        ],
+    );
+    upgraded
+}
+
+#[test]
+fn running_server_survives_installs_of_other_builds_and_package_upgrades() {
+    let package = package_path(&extension_crate_version());
+    assert!(package.is_file(), "{} is missing", package.display());
+    let installed = pg_config("--pkglibdir").join("snowflake_id.so");
+    let other_build = test_build_library();
+    assert_ne!(
+        std::fs::read(&installed).unwrap(),
+        std::fs::read(&other_build).unwrap(),
+        "the test build must differ from the installed library"
+    );
+    let scratch = tempfile_dir();
+    let upgrade = upgraded_package(&package, &scratch);
+    let _restore = RestorePackage(package.clone());
+
+    let mut cluster = Cluster::builder().start();
+    let mut client = cluster.connect();
+    client.batch_execute(IDS_TABLE).unwrap();
+    let postmaster = cluster.postmaster_pid();
+
+    let (runs, installs_done_us) = generate_while(&cluster, 4, 100, || {
+        let mut done_us = Vec::new();
+        sleep(Duration::from_secs(1));
+        run(
+            &workspace_root().join("scripts/pgrx-sudo/sudo"),
+            &[
+                "cp",
+                other_build.to_str().unwrap(),
+                installed.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(
+            std::fs::read(&installed).unwrap(),
+            std::fs::read(&other_build).unwrap(),
+            "the sudo shim did not install the test build"
+        );
+        done_us.push(real_now_us());
+        sleep(Duration::from_secs(2));
+        install_package(&upgrade).unwrap();
+        done_us.push(real_now_us());
+        sleep(Duration::from_secs(2));
+        done_us
+    });
+    let (batches, _, _) = check_runs(&runs);
+    let last_install_us = *installs_done_us.last().unwrap();
+    for run in &runs {
+        let after = run
+            .rows
+            .iter()
+            .filter(|&&(_, before)| before > last_install_us);
+        assert!(
+            after.count() > 0,
+            "session {} issued no ID after the last install",
+            run.session
+        );
+    }
+    assert_eq!(
+        cluster.postmaster_pid(),
+        postmaster,
+        "the postmaster changed"
+    );
+    let log = cluster.server_log();
+    assert!(
+        !log.contains("terminated by signal") && !log.contains("reinitializing"),
+        "a server process crashed during the installs:\n{}",
+        cluster.log_tail()
+    );
+    let during = assert_table_consistent(&mut client);
+    println!(
+        "PostgreSQL {}: 4 sessions, {batches} batches, {during} IDs, none twice, across the \
+         test build (scripts/pgrx-sudo/sudo cp) and {} (install_package); postmaster {postmaster} \
+         never restarted",
+        pg_major(),
+        upgrade.display()
+    );
+
+    // New backends of the same postmaster, then a restart that loads the package's library.
+    let highest = count(&mut client, "SELECT max(id) FROM ids");
+    insert_batch(&mut cluster.connect(), 10, 0, 1000).unwrap();
+    drop(client);
+    cluster.stop("fast");
+    cluster.start();
+    let mut client = cluster.connect();
+    let after_restart = insert_batch(&mut client, 11, 0, 1000).unwrap();
+    assert!(after_restart.iter().all(|&id| id > highest));
+    let total = assert_table_consistent(&mut client);
+    println!("after a restart on the installed package: {total} IDs in all, none twice");
+
+    std::fs::remove_dir_all(&scratch).unwrap();
+}
+
+/// Puts the package the test command installed back in place when the test ends, also when it
+/// fails, so the tests after it run on the packaged build.
+struct RestorePackage(PathBuf);
+
+impl Drop for RestorePackage {
+    fn drop(&mut self) {
+        // No panic here: this also runs while a failed test unwinds.
+        if let Err(failure) = install_package(&self.0) {
+            eprintln!("could not reinstall {}: {failure}", self.0.display());
+        }
+    }
+}
+
+/// A new, empty scratch directory.
+fn tempfile_dir() -> PathBuf {
+    let directory =
+        std::env::temp_dir().join(format!("snowflake-install-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&directory);
+    std::fs::create_dir_all(&directory).unwrap();
+    directory
+}
