@@ -6,56 +6,107 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/install-deps.sh
 source scripts/install-client-deps.sh
-# pg_auto_failover (pg_autoctl), the failover manager the failover tests run.
-apt_install_missing postgresql-$PG_MAJOR-auto-failover
+source scripts/safe-install.sh
 LOGS=/tmp/snowflake-test-logs
+rm -rf "$LOGS"
 mkdir -p "$LOGS"
+failed_steps=()
+
+# run_step NAME LOG COMMAND…: runs COMMAND, its output shown and kept in LOG; a failure is
+# recorded (and counted in the summary) and the suite goes on with the next step.
+run_step() {
+    local name=$1 log=$2
+    shift 2
+    step "$name"
+    if ! "$@" 2>&1 | tee "$log"; then
+        failed_steps+=("$name (log: $log)")
+    fi
+}
+
+# The failover manager the auto_failover tests run: Debian's package for 15, built from
+# Debian's source package for the source-built majors.
+apt_install_missing postgresql-15-auto-failover
+for major in "${SUPPORTED_PG_MAJORS[@]}"; do
+    [ "$(auto_failover_major_of "$major")" = 15 ] \
+        || install_pg_auto_failover_from_source "$(auto_failover_major_of "$major")"
+done
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
-step "cargo clippy"
+step "cargo clippy (PostgreSQL ${SUPPORTED_PG_MAJORS[*]})"
 cargo clippy --workspace --all-targets -- -D warnings
+for major in "${SUPPORTED_PG_MAJORS[@]}"; do
+    [ "$major" = 15 ] || cargo clippy --all-targets --no-default-features --features "pg$major" \
+        -- -D warnings
+done
 
-step "pure core: unit and property tests (cargo test -p snowflake_id_core, no PostgreSQL)"
-cargo test -p snowflake_id_core 2>&1 | tee "$LOGS/core.log"
+run_step "pure core: unit and property tests (cargo test -p snowflake_id_core, no PostgreSQL)" \
+    "$LOGS/core.log" cargo test -p snowflake_id_core
+run_step "benchmark package: unit tests (python3 -m unittest)" "$LOGS/bench.log" \
+    python3 -m unittest discover --start-directory bench/tests --top-level-directory bench
 
-step "benchmark package: unit tests (python3 -m unittest)"
-python3 -m unittest discover --start-directory bench/tests --top-level-directory bench 2>&1 \
-    | tee "$LOGS/bench.log"
+# Every PostgreSQL-facing test runs on every supported major: the #[pg_test]s, then the package
+# is built and installed, then the whole-cluster tests run against that installed package.
+for major in "${SUPPORTED_PG_MAJORS[@]}"; do
+    pgdata=/var/tmp/snowflake-pgtest/pg$major
+    install -d -o postgres -g postgres "$(dirname "$pgdata")" "$pgdata"
+    # cargo-pgrx installs the test build through `sudo cp`; scripts/pgrx-sudo makes that an
+    # install by rename, so servers running on this machine keep their library.
+    PATH="$PWD/scripts/pgrx-sudo:$PATH" run_step "PostgreSQL $major: #[pg_test] tests (cargo pgrx test pg$major)" \
+        "$LOGS/pg$major-pg-test.log" cargo pgrx test "pg$major" --runas postgres --pgdata "$pgdata/data"
 
-step "#[pg_test] tests (cargo pgrx test)"
-PGTEST_DIR=/var/tmp/snowflake-pgtest
-install -d -o postgres -g postgres "$PGTEST_DIR"
-cargo pgrx test pg15 --runas postgres --pgdata "$PGTEST_DIR/data" 2>&1 | tee "$LOGS/pg-test.log"
-
-# The whole-cluster tests run against the packaged artifact: the release build in the Debian
-# package, installed with dpkg (tests/package.rs checks the files are the package's, unchanged).
-bash scripts/build-deb.sh | tee "$LOGS/build-deb.log"
-deb=$(tail -n 1 "$LOGS/build-deb.log")
-step "dpkg -i $deb"
-dpkg -i "$deb"
-
-step "whole-cluster tests (pgrx-tests/)"
-cargo test -p snowflake_id_cluster_tests --no-fail-fast 2>&1 | tee "$LOGS/cluster-test.log"
+    run_step "PostgreSQL $major: package" "$LOGS/pg$major-package.log" \
+        bash scripts/build-package.sh "$major"
+    package=$(tail -n 1 "$LOGS/pg$major-package.log")
+    if [ ! -f "$package" ]; then
+        continue
+    fi
+    run_step "PostgreSQL $major: install $package" "$LOGS/pg$major-install.log" \
+        install_package "$package"
+    PG_CONFIG=$(pg_config_of "$major") SNOWFLAKE_ID_PACKAGE=$PWD/$package \
+        AUTO_FAILOVER_PG_CONFIG=$(pg_config_of "$(auto_failover_major_of "$major")") \
+        UPGRADE_FROM_PG_CONFIG=$(pg_config_of "$(upgrade_source_major_of "$major")") \
+        DUMP_FROM_PG_CONFIG=$(pg_config_of 15) \
+        run_step "PostgreSQL $major: whole-cluster tests (pgrx-tests/)" \
+        "$LOGS/pg$major-cluster-test.log" cargo test -p snowflake_id_cluster_tests --no-fail-fast
+done
 
 # "passed failed" of a cargo test log (its "test result:" lines) ...
-count_cargo() { grep -E '^test result:' "$1" | awk '{p+=$4; f+=$6} END {print p+0, f+0}'; }
+count_cargo() { grep -sE '^test result:' "$1" | awk '{p+=$4; f+=$6} END {print p+0, f+0}'; }
 # ... and of a unittest log ("Ran N tests", then "OK" or "FAILED (failures=F, errors=E)").
 count_unittest() {
     awk '/^Ran [0-9]+ test/ {ran=$2}
          /^FAILED/ {n=split($0, parts, /[^0-9]+/); for (i=1; i<=n; i++) bad+=parts[i]}
          END {print ran-bad, bad+0}' "$1"
 }
-read -r core_passed core_failed < <(count_cargo "$LOGS/core.log")
-read -r bench_passed bench_failed < <(count_unittest "$LOGS/bench.log")
-read -r pg_passed pg_failed < <(count_cargo "$LOGS/pg-test.log")
-read -r cluster_passed cluster_failed < <(count_cargo "$LOGS/cluster-test.log")
 
 step "summary"
-echo "package:          $deb (installed)"
-echo "core unit:        $core_passed passed, $core_failed failed"
-echo "bench unit:       $bench_passed passed, $bench_failed failed"
-echo "pg_test:          $pg_passed passed, $pg_failed failed"
-echo "cluster tests:    $cluster_passed passed, $cluster_failed failed"
-echo "total: $((core_passed + bench_passed + pg_passed + cluster_passed)) passed, $((core_failed + bench_failed + pg_failed + cluster_failed)) failed"
+total_passed=0
+total_failed=0
+# report LABEL PASSED FAILED: one summary line, added to the totals.
+report() {
+    printf '%-28s %s passed, %s failed\n' "$1:" "$2" "$3"
+    total_passed=$((total_passed + $2))
+    total_failed=$((total_failed + $3))
+}
+read -r passed failed < <(count_cargo "$LOGS/core.log")
+report "core unit" "$passed" "$failed"
+read -r passed failed < <(count_unittest "$LOGS/bench.log")
+report "bench unit" "$passed" "$failed"
+for major in "${SUPPORTED_PG_MAJORS[@]}"; do
+    read -r passed failed < <(count_cargo "$LOGS/pg$major-pg-test.log")
+    report "PostgreSQL $major pg_test" "$passed" "$failed"
+    read -r passed failed < <(count_cargo "$LOGS/pg$major-cluster-test.log")
+    report "PostgreSQL $major cluster tests" "$passed" "$failed"
+    echo "PostgreSQL $major package:       $(tail -n 1 "$LOGS/pg$major-package.log")"
+done
+# A step that failed before reporting any failed test (a build error, say) counts as one.
+for failure in "${failed_steps[@]}"; do
+    echo "failed step: $failure"
+done
+if [ "${#failed_steps[@]}" -gt 0 ] && [ "$total_failed" -eq 0 ]; then
+    total_failed=${#failed_steps[@]}
+fi
+echo "total: $total_passed passed, $total_failed failed"
+[ "$total_failed" -eq 0 ]

@@ -1,6 +1,10 @@
-//! A pg_auto_failover formation on this machine (Debian's `postgresql-15-auto-failover`, whose
-//! `pg_autoctl` comes with `pg-auto-failover-cli`): a monitor and data nodes, each a
-//! `pg_autoctl run` keeper that starts and supervises its own PostgreSQL server.
+//! A pg_auto_failover formation on this machine: a monitor and data nodes, each a `pg_autoctl run`
+//! keeper that starts and supervises its own PostgreSQL server of the installation under test
+//! (`--pgctl`). For PostgreSQL 15 that is Debian's `postgresql-15-auto-failover` with the
+//! `pg_autoctl` of `pg-auto-failover-cli`; for the source-built majors, `pg_autoctl` and the
+//! extension built by `scripts/install-postgres.sh` into the installation of
+//! `AUTO_FAILOVER_PG_CONFIG` (its `bin/pg_autoctl` is used when it exists), which also runs the
+//! monitor.
 //!
 //! Same guarantees as [`Cluster`](crate::Cluster): everything lives in a fresh directory under
 //! the system temp dir (data directories, sockets, and pg_autoctl's configuration, state and
@@ -19,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use crate::{
     chown_to_server_user, describe, faketime_environment, free_port, is_root, kill,
-    new_cluster_dir, postgres_bin_dir, wait_until, write_fake_time, Client, NoTls, PgError, Server,
-    SERVER_USER,
+    new_cluster_dir, pg_config_dir, postgres_bin_dir, wait_until, write_fake_time, Client, NoTls,
+    PgError, Server, SERVER_USER,
 };
 
 const SIGTERM: i32 = 15;
@@ -29,7 +33,12 @@ const SIGKILL: i32 = 9;
 /// A monitor and data nodes, each run by a `pg_autoctl run` keeper.
 pub struct Formation {
     dir: PathBuf,
+    /// The data nodes' installation (the one under test).
     bin: PathBuf,
+    /// The installation holding `pg_autoctl` and the `pgautofailover` extension, for the
+    /// monitor: `AUTO_FAILOVER_PG_CONFIG`'s, by default the one under test. (pg_auto_failover
+    /// supports PostgreSQL up to 17, so for 18 scripts/test.sh points it at 17.)
+    monitor_bin: PathBuf,
     monitor_port: u16,
     /// Every server's data directory, for the final `pg_ctl stop`.
     data_dirs: Vec<PathBuf>,
@@ -96,6 +105,9 @@ impl Formation {
         let mut formation = Formation {
             dir,
             bin: postgres_bin_dir(),
+            monitor_bin: std::env::var("AUTO_FAILOVER_PG_CONFIG")
+                .map(|pg_config| pg_config_dir(&pg_config, "--bindir"))
+                .unwrap_or_else(|_| postgres_bin_dir()),
             monitor_port: free_port(),
             data_dirs: Vec::new(),
             keepers: Vec::new(),
@@ -111,7 +123,7 @@ impl Formation {
         }
         let monitor_data = formation.dir.join("monitor");
         formation.data_dirs.push(monitor_data.clone());
-        formation.autoctl(false, |command| {
+        formation.autoctl(false, &formation.monitor_bin, |command| {
             command
                 .args(["create", "monitor", "--pgdata"])
                 .arg(&monitor_data)
@@ -142,7 +154,7 @@ impl Formation {
                 "postgres://autoctl_node@127.0.0.1:{}/pg_auto_failover?sslmode=disable",
                 formation.monitor_port
             );
-            formation.autoctl(number == 1, |command| {
+            formation.autoctl(number == 1, &formation.bin, |command| {
                 command
                     .args(["create", "postgres", "--pgdata"])
                     .arg(&data)
@@ -269,9 +281,9 @@ impl Formation {
         write_fake_time(file, offset);
     }
 
-    /// Runs one `pg_autoctl` command to completion as the server user (with the first node's
-    /// environment when `first`).
-    fn autoctl(&self, first: bool, configure: impl FnOnce(&mut Command)) {
+    /// Runs one `pg_autoctl create` command to completion as the server user, for a server of
+    /// the installation in `bin` (with the first node's environment when `first`).
+    fn autoctl(&self, first: bool, bin: &Path, configure: impl FnOnce(&mut Command)) {
         let mut command = self.autoctl_command(first);
         configure(&mut command);
         command.args([
@@ -284,10 +296,10 @@ impl Formation {
             "--no-ssl",
             "--pgctl",
         ]);
-        command.arg(self.bin.join("pg_ctl"));
+        command.arg(bin.join("pg_ctl"));
         let output = command
             .output()
-            .expect("run pg_autoctl (Debian's postgresql-15-auto-failover installs it)");
+            .expect("run pg_autoctl (scripts/test.sh installs it)");
         assert!(
             output.status.success(),
             "pg_autoctl failed: {}\n{}",
@@ -318,7 +330,12 @@ impl Formation {
                 command.arg(format!("{name}={value}"));
             }
         }
-        command.arg("pg_autoctl");
+        let own = self.monitor_bin.join("pg_autoctl");
+        command.arg(if own.exists() {
+            own
+        } else {
+            PathBuf::from("pg_autoctl")
+        });
         command.current_dir(&self.dir);
         command
     }
@@ -338,7 +355,7 @@ impl Formation {
             .process_group(0);
         let child = command
             .spawn()
-            .expect("start pg_autoctl (Debian's postgresql-15-auto-failover installs it)");
+            .expect("start pg_autoctl (scripts/test.sh installs it)");
         self.keepers.push(Keeper {
             name: name.to_owned(),
             child,

@@ -8,12 +8,17 @@
 //! stored IDs only after 10 minutes; the tests insert a few thousand rows and assert the new IDs
 //! above the stored ones (and no row refused by the primary key, no ID issued twice), and print
 //! the IDs, duplicates and how far IDs ran ahead of real time (`--nocapture`).
+//!
+//! The dump comes from a cluster of `DUMP_FROM_PG_CONFIG` (default: the installation under test),
+//! made with that cluster's own `pg_dump` and restored with the new one's `pg_restore`;
+//! scripts/test.sh runs it from PostgreSQL 15 on every major (15 → 15, 15 → 17, 15 → 18), the way
+//! from Debian's 15 to the newer majors (pg_upgrade from Debian's 15.20 fails; see the README).
 
 use snowflake_id_cluster_tests::fixtures::{
     assert_ids_rows, assert_no_id_reissued, assert_server_clock_offset, assert_table_consistent,
     insert_load, Issued, DEFAULT_IDS_TABLE, MINUTE_US,
 };
-use snowflake_id_cluster_tests::Cluster;
+use snowflake_id_cluster_tests::{pg_config_program, pg_major, Cluster};
 use snowflake_id_core::reservation;
 
 /// Rows each of two sessions inserts before and after the event.
@@ -30,8 +35,12 @@ fn load_and_check(test: &str, event: &str, what: &str, cluster: &Cluster, before
 
 #[test]
 fn dump_restored_into_a_new_cluster_ten_minutes_behind_continues_above_the_stored_ids() {
-    let test = "pg_dump into a new cluster 10 min behind";
-    let old = Cluster::builder().start();
+    let from = std::env::var("DUMP_FROM_PG_CONFIG").unwrap_or_else(|_| pg_config_program());
+    let test = &format!(
+        "pg_dump from {from} into a new PostgreSQL {} cluster 10 min behind",
+        pg_major()
+    );
+    let old = Cluster::builder().installation(&from).start();
     old.connect().batch_execute(DEFAULT_IDS_TABLE).unwrap();
     let mut before = Issued::new("old cluster, insert load");
     insert_load(&old, &mut before, 0..2, ROWS);

@@ -1,4 +1,6 @@
-//! pg_upgrade (15 → 15, copy mode) into a new cluster that preloads snowflake_id: the
+//! pg_upgrade (copy mode) into a new cluster of the major under test that preloads snowflake_id,
+//! from the same major or, with `UPGRADE_FROM_PG_CONFIG`, an older one (scripts/test.sh runs
+//! 15 → 15, 17 → 17 and 17 → 18): the
 //! upgraded cluster never issues an ID already stored in the tables it brought along, and
 //! continues above them (docs/design.md §5), although pg_upgrade carries no reservation and no
 //! WAL: the floor comes from the stored IDs of every column whose default calls the sequence.
@@ -8,6 +10,12 @@
 //! It asserts no row refused by the primary key, no ID issued twice and the new IDs above the
 //! stored ones, and prints the IDs, duplicates and how far IDs ran ahead of real time
 //! (`--nocapture`).
+//!
+//! The old cluster runs on `UPGRADE_FROM_PG_CONFIG` (default: the installation under test), which
+//! must have this version of the extension installed (`scripts/test.sh` installs the 17 package
+//! before the 18 tests). Not from Debian's 15 to 17 or 18: Debian's 15.20 stores a `pg_attver`
+//! option on every column, which the newer majors' pg_dump copies into `ALTER COLUMN … SET` and
+//! their servers reject, so pg_upgrade fails for any table, with or without this extension.
 
 use std::time::Instant;
 
@@ -15,12 +23,16 @@ use snowflake_id_cluster_tests::fixtures::{
     assert_ids_rows, assert_no_id_reissued, clock_fast_then_corrected, count, load_after,
     CLOCK_FAST, DEFAULT_IDS_TABLE,
 };
-use snowflake_id_cluster_tests::Cluster;
+use snowflake_id_cluster_tests::{pg_config_program, pg_major, Cluster};
 
 #[test]
 fn upgraded_cluster_continues_above_the_ids_in_its_tables() {
-    let test = "pg_upgrade";
-    let mut old = Cluster::builder().faketime_at(CLOCK_FAST).start();
+    let from = std::env::var("UPGRADE_FROM_PG_CONFIG").unwrap_or_else(|_| pg_config_program());
+    let test = &format!("pg_upgrade from {from} to PostgreSQL {}", pg_major());
+    let mut old = Cluster::builder()
+        .installation(&from)
+        .faketime_at(CLOCK_FAST)
+        .start();
     old.connect().batch_execute(DEFAULT_IDS_TABLE).unwrap();
     let (fast, corrected) = clock_fast_then_corrected(
         &old,
@@ -41,7 +53,7 @@ fn upgraded_cluster_continues_above_the_ids_in_its_tables() {
     println!("[{test}] pg_upgrade took {upgrade_took:.1?}; {stored} rows upgraded");
 
     let upgraded = load_after(
-        "pg_upgrade",
+        test,
         "upgraded cluster, insert load",
         &new,
         &[&fast, &corrected],
