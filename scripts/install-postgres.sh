@@ -161,7 +161,8 @@ upgrade_source_major_of() {
 # it for 15 only. Skipped when the prefix already holds it.
 install_pg_auto_failover_from_source() {
     local prefix="$SOURCE_PG_ROOT/$1" build="$SOURCE_BUILD_DIR/pg-auto-failover-$1" tarball
-    if [ -x "$prefix/bin/pg_autoctl" ] && [ -f "$prefix/share/postgresql/extension/pgautofailover.control" ]; then
+    if [ -x "$prefix/bin/pg_autoctl" ] \
+            && [ -f "$("$prefix/bin/pg_config" --sharedir)/extension/pgautofailover.control" ]; then
         return 0
     fi
     apt_install_missing libkrb5-dev libselinux1-dev libpam0g-dev libncurses-dev libedit-dev \
