@@ -1,5 +1,14 @@
 -- Objects the Rust functions refer to; created before them.
 
+-- The hot path, a bare C function (src/sql_api.rs explains why); the same declaration pgrx
+-- generated for it up to 0.3.0, so an update changes nothing here.
+CREATE FUNCTION "snowflake_nextval"(
+	"seq" TEXT DEFAULT 'default'
+) RETURNS bigint
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_nextval_wrapper';
+
 CREATE TYPE snowflake_parts AS (
     ts       timestamptz,  -- start of the ID's tick
     node     integer,

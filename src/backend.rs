@@ -7,14 +7,14 @@
 //! lock, logging it in the WAL). The first call of a sequence in a backend also looks up the
 //! catalog and the IDs stored in tables (`data_floor`).
 
-use std::cell::RefCell;
+use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::Ordering;
 
 use once_cell::unsync::OnceCell;
 use pgrx::prelude::*;
 
 use snowflake_id_core::generator::{Generator, Step};
-use snowflake_id_core::layout::{Field, Layout, Parts};
+use snowflake_id_core::layout::{Field, Layout, Parts, TickWindow};
 use snowflake_id_core::slots::{self, Slot};
 
 use crate::catalog::CatalogTable;
@@ -43,6 +43,11 @@ struct Issuer {
     /// Latest clock tick in which the wall clock was read (the hot path reads only the
     /// monotonic clock; once per tick the wall clock is read so forward steps are followed).
     wall_checked_tick: Option<u64>,
+    /// The tick the clock was last in: the hot path finds the tick of a time in it without
+    /// the 128-bit division of `Layout::tick_at`.
+    window: TickWindow,
+    /// `snowflake.max_lead` in ticks of this layout, and the setting it was computed from.
+    lead: (i32, u64),
 }
 
 struct Backend {
@@ -54,26 +59,46 @@ struct Backend {
     last_id: Option<i64>,
 }
 
-thread_local! {
-    // PostgreSQL backends are single-threaded; the thread-local is this backend's state.
-    static BACKEND: RefCell<Backend> = const {
-        RefCell::new(Backend {
-            slot: OnceCell::new(),
-            sequences: SequenceCache::new(),
-            last_id: None,
-        })
-    };
+/// This backend's state, in a plain static: a thread-local would cost a TLS look-up on every
+/// call from a shared library. `busy` turns a call that reaches the extension again while the
+/// state is in use (only through code its own catalog lookup runs, such as a row-level security
+/// policy on the catalog table; the lookup names every operator and function by schema) into a
+/// clean error instead of a second, aliasing reference.
+struct BackendCell {
+    busy: Cell<bool>,
+    backend: UnsafeCell<Backend>,
 }
 
-/// Runs `f` on this backend's state. A call that reaches the extension again while `f` runs
-/// (only through code its own catalog lookup runs, such as a row-level security policy on the
-/// catalog table; the lookup names every operator and function by schema)
-/// gets a clean error instead of a second, aliasing borrow.
+// SAFETY: a PostgreSQL backend is one process with one thread that runs SQL; the extension
+// starts no threads, and pgrx refuses calls into PostgreSQL from any other thread. So only that
+// thread ever touches the cell.
+unsafe impl Sync for BackendCell {}
+
+static BACKEND: BackendCell = BackendCell {
+    busy: Cell::new(false),
+    backend: UnsafeCell::new(Backend {
+        slot: OnceCell::new(),
+        sequences: SequenceCache::new(),
+        last_id: None,
+    }),
+};
+
+/// Runs `f` on this backend's state (55000 when reached again from inside `f`).
 fn with_backend<R>(f: impl FnOnce(&mut Backend) -> R) -> R {
-    BACKEND.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut backend) => f(&mut backend),
-        Err(_) => errors::reentered().raise(),
-    })
+    if BACKEND.busy.replace(true) {
+        errors::reentered().raise();
+    }
+    // Clears `busy` also when `f` raises an ERROR (pgrx unwinds through this frame).
+    struct Release;
+    impl Drop for Release {
+        fn drop(&mut self) {
+            BACKEND.busy.set(false);
+        }
+    }
+    let _release = Release;
+    // SAFETY: `busy` was false, so no other reference to the state exists until `_release`
+    // drops, and only this thread reaches the cell (see `impl Sync`).
+    f(unsafe { &mut *BACKEND.backend.get() })
 }
 
 /// Where the catalog table is (looked up once per backend, again after it changed).
@@ -209,6 +234,8 @@ fn new_issuer(name: &str, layout: &Layout, slot_index: usize, slot: &Slot) -> Is
         counted_borrows: 0,
         last_id: None,
         wall_checked_tick: None,
+        window: TickWindow::EMPTY,
+        lead: (-1, 0),
     }
 }
 
@@ -220,19 +247,32 @@ fn issue(
     issuer: &mut Issuer,
     gene: u64,
 ) -> i64 {
-    let lead_ticks = (i64::from(gucs::MAX_LEAD_MS.get()) * 1_000 / layout.time_unit_us) as u64;
-    // A clock before the epoch has no tick: refuse rather than wait for years.
-    let tick_at = |now| {
-        layout
+    let max_lead_ms = gucs::MAX_LEAD_MS.get();
+    if issuer.lead.0 != max_lead_ms {
+        issuer.lead = (
+            max_lead_ms,
+            (i64::from(max_lead_ms) * 1_000 / layout.time_unit_us) as u64,
+        );
+    }
+    let lead_ticks = issuer.lead.1;
+    // The tick of `now`: from the cached window while `now` is in it, else computed (and a
+    // clock before the epoch has no tick: refuse rather than wait for years).
+    let tick_at = |issuer: &mut Issuer, now: i64| {
+        if let Some(tick) = issuer.window.tick_of(now) {
+            return tick;
+        }
+        let tick = layout
             .tick_at(now)
-            .unwrap_or_else(|| errors::clock_before_epoch(name, layout, now).raise())
+            .unwrap_or_else(|| errors::clock_before_epoch(name, layout, now).raise());
+        issuer.window = TickWindow::of(layout, tick);
+        tick
     };
     loop {
         let mut now = shared.read_clock_monotonic();
-        let mut now_tick = tick_at(now);
+        let mut now_tick = tick_at(issuer, now);
         if issuer.wall_checked_tick < Some(now_tick) {
             now = shared.read_clock().now_unix_us;
-            now_tick = tick_at(now);
+            now_tick = tick_at(issuer, now);
             issuer.wall_checked_tick = Some(now_tick);
         }
         match issuer

@@ -17,10 +17,61 @@ use crate::timestamps::{self, unix_us};
 /// Longest sequence name: PostgreSQL's identifier length.
 const MAX_NAME_BYTES: usize = 63;
 
-/// Next ID of a snowflake sequence: unique, and increasing within this session.
-#[pg_extern(volatile, parallel_unsafe)]
-fn snowflake_nextval(seq: default!(&str, "'default'")) -> i64 {
-    backend::next_id(seq, None)
+/// `snowflake_nextval(seq text DEFAULT 'default') → bigint`: the next ID of a snowflake
+/// sequence, unique, and increasing within this session. A bare version-1 C function rather
+/// than a `#[pg_extern]`: it is the hot path, and pgrx's generic wrapper (argument unboxing
+/// through a guarded detoast call, a memory-context switch) cost more than the ID itself.
+/// Declared in sql/bootstrap.sql under the symbol name pgrx gave it before, so databases
+/// created by earlier versions call it unchanged.
+///
+/// # Safety
+/// PostgreSQL calls it with a valid `fcinfo` for that declaration: one `text` argument, never
+/// null (STRICT).
+#[no_mangle]
+#[pg_guard]
+pub unsafe extern "C-unwind" fn snowflake_nextval_wrapper(
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> pg_sys::Datum {
+    // SAFETY: one argument, not null (see above).
+    let argument = unsafe { (*fcinfo).args.as_slice(1)[0].value };
+    // SAFETY: a `text` datum, as declared.
+    let name = unsafe { text_argument(argument) };
+    pg_sys::Datum::from(backend::next_id(&name, None))
+}
+
+/// Version-1 calling convention of `snowflake_nextval_wrapper`, which PostgreSQL looks up.
+#[no_mangle]
+pub extern "C" fn pg_finfo_snowflake_nextval_wrapper() -> &'static pg_sys::Pg_finfo_record {
+    static VERSION_1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &VERSION_1
+}
+
+/// The characters of a `text` datum, read in place when stored plain (a name in a query
+/// always is), detoasted otherwise. Bytes that are not UTF-8 name no sequence; they are kept
+/// (lossily) so the "does not exist" error still shows the name.
+///
+/// # Safety
+/// `datum` is a non-null `text` datum valid for the current call.
+unsafe fn text_argument<'a>(datum: pg_sys::Datum) -> std::borrow::Cow<'a, str> {
+    let mut text = datum.cast_mut_ptr::<pg_sys::varlena>();
+    // SAFETY: `text` points at a varlena header; compressed or external values are expanded by
+    // PostgreSQL into the current memory context, which outlives this call.
+    unsafe {
+        if !pgrx::varlena::varatt_is_4b_u(text) && !pgrx::varlena::varatt_is_1b(text)
+            || pgrx::varlena::varatt_is_1b_e(text)
+        {
+            text = pg_sys::pg_detoast_datum_packed(text);
+        }
+        let bytes = pgrx::varlena::varlena_to_byte_slice(text);
+        if bytes.is_ascii() {
+            // ASCII is UTF-8 (and checking it is cheaper than `from_utf8` on short names).
+            return std::borrow::Cow::Borrowed(std::str::from_utf8_unchecked(bytes));
+        }
+        match std::str::from_utf8(bytes) {
+            Ok(name) => std::borrow::Cow::Borrowed(name),
+            Err(_) => String::from_utf8_lossy(bytes),
+        }
+    }
 }
 
 /// Next ID with the low `gene_bits` bits of `gene` (a shard or routing key) in the gene field.

@@ -442,6 +442,41 @@ pub fn preset(name: &str) -> Option<Layout> {
         .map(|(_, layout)| *layout)
 }
 
+/// A tick and the Unix µs where it starts and ends, so the tick of a time inside it is known
+/// without `Layout::tick_at`'s 128-bit division: the hot path keeps the window its clock was last
+/// in. `start <= t < end` exactly when `tick_at(t) == Some(tick)` (a window whose end saturated
+/// at `i64::MAX` still holds only times of its tick).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TickWindow {
+    pub tick: u64,
+    start_unix_us: i64,
+    end_unix_us: i64,
+}
+
+impl TickWindow {
+    /// Holds no time.
+    pub const EMPTY: TickWindow = TickWindow {
+        tick: 0,
+        start_unix_us: 0,
+        end_unix_us: 0,
+    };
+
+    /// The window of `tick` in `layout`.
+    pub fn of(layout: &Layout, tick: u64) -> TickWindow {
+        TickWindow {
+            tick,
+            start_unix_us: layout.tick_start_unix_us(tick),
+            end_unix_us: layout.tick_start_unix_us(tick.saturating_add(1)),
+        }
+    }
+
+    /// The window's tick if `unix_us` is in it.
+    #[inline]
+    pub fn tick_of(&self, unix_us: i64) -> Option<u64> {
+        (self.start_unix_us <= unix_us && unix_us < self.end_unix_us).then_some(self.tick)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -753,6 +788,20 @@ mod tests {
                 l.tick_at(l.exhausted_at_unix_us()),
                 Some(l.max_tick() + 1)
             );
+        }
+
+        #[test]
+        fn tick_window_agrees_with_tick_at(
+            (l, p, _) in layout_and_parts(),
+            offset in -3_000_000i64..3_000_000,
+        ) {
+            let window = TickWindow::of(&l, p.tick);
+            let t = l.tick_start_unix_us(p.tick).saturating_add(offset);
+            match window.tick_of(t) {
+                Some(tick) => prop_assert_eq!(l.tick_at(t), Some(tick)),
+                None => prop_assert_ne!(l.tick_at(t), Some(p.tick)),
+            }
+            prop_assert_eq!(TickWindow::EMPTY.tick_of(t), None);
         }
 
         #[test]
