@@ -12,6 +12,7 @@ mod catalog;
 mod data_floor;
 mod errors;
 mod gucs;
+mod reservation_worker;
 mod sequence_cache;
 mod shared_memory;
 mod sql_api;
@@ -65,6 +66,7 @@ pub extern "C-unwind" fn _PG_init() {
     gucs::register();
     wal::register();
     shared_memory::install_hooks();
+    reservation_worker::register();
 }
 
 /// Required by `cargo pgrx test`.

@@ -139,13 +139,14 @@ impl SharedState {
         let reservation = &self.reservation;
         let ahead_us = i64::from(gucs::RESERVE_AHEAD_MS.get()) * 1_000;
         let left = |until: i64| until.saturating_sub(end_unix_us);
-        // Two marks. With less than three quarters of the window left, the reservation is
-        // renewed by whichever backend gets the lock without waiting; the others go on under the
-        // current one, so no session waits on the WAL flush and fsync. With less than half left,
+        // Two marks. With less than three quarters of the window left, the reservation worker
+        // renews it; a backend that still finds it so tries the lock without waiting and renews
+        // it itself, while the others go on under the current one, so no session waits on
+        // another's WAL flush and fsync. With less than half left,
         // a backend waits for the renewal: the latest record a standby has then always covers
         // half a window beyond the IDs issued, the asynchronous replication lag covered (design
         // §5.2). Under steady load a renewal ends long before the second mark.
-        let renew_below = ahead_us - ahead_us / 4;
+        let renew_below = renew_mark(ahead_us);
         let wait_below = ahead_us / 2;
         let until = reservation.until_unix_us.load(Ordering::Acquire);
         if left(until) >= renew_below {
@@ -154,34 +155,89 @@ impl SharedState {
         if reservation.broken.load(Ordering::Relaxed) {
             reservation_broken();
         }
-        // Renews unless another backend did meanwhile, leaving at least `enough`.
-        let renew = |enough: i64| {
-            if left(reservation.until_unix_us.load(Ordering::Acquire)) >= enough {
-                return Ok(());
-            }
-            // At least the durable floor too, so the file never goes below it.
-            let until = end_unix_us
-                .max(self.read_clock().now_unix_us)
-                .max(reservation.floor_unix_us.load(Ordering::Acquire))
-                .saturating_add(ahead_us);
-            // The WAL first: a standby, a crash recovery and a restored backup learn the
-            // reservation from it; the file carries it past the next checkpoint.
-            wal::log_reservation(until);
-            reservation::write(Path::new("."), until).map(|()| {
-                reservation.until_unix_us.store(until, Ordering::Release);
-                self.counters
-                    .reservation_writes
-                    .fetch_add(1, Ordering::Relaxed);
-            })
-        };
         let result = if left(until) < wait_below {
-            Some(self.with_reservation_lock(|| renew(wait_below)))
+            Some(self.with_reservation_lock(|| {
+                self.renew(end_unix_us, wait_below, self.read_clock().now_unix_us)
+            }))
         } else {
-            self.try_with_reservation_lock(|| renew(renew_below))
+            self.try_with_reservation_lock(|| {
+                self.renew(end_unix_us, renew_below, self.read_clock().now_unix_us)
+            })
         };
         if let Some(Err(error)) = result {
             errors::reservation_not_written(&in_data_dir(&error.path), &error.error).raise();
         }
+    }
+
+    /// The reservation worker's turn (`reservation_worker.rs`): when IDs were issued lately and
+    /// less than three quarters of a window is left beyond them and the clock, it renews the
+    /// reservation, so sessions find it renewed and none pays for the WAL flush and fsyncs
+    /// itself. An idle server (no tick used for a window) writes nothing.
+    pub fn renew_for_sessions(&self) {
+        let ahead_us = i64::from(gucs::RESERVE_AHEAD_MS.get()) * 1_000;
+        let issued = self
+            .slots()
+            .iter()
+            .map(Slot::highest_floor)
+            .max()
+            .unwrap_or(0);
+        // The cluster clock through the monotonic clock only: the worker neither starts the
+        // clock nor reads the wall clock, whose steps the sessions observe and count.
+        let Some(now) = self
+            .clock
+            .read_monotonic(read_system_clock(libc::CLOCK_MONOTONIC))
+        else {
+            return;
+        };
+        if issued < now.saturating_sub(ahead_us) || self.reservation.broken.load(Ordering::Relaxed)
+        {
+            return;
+        }
+        let horizon = issued.max(now);
+        let until = self.reservation.until_unix_us.load(Ordering::Acquire);
+        if until.saturating_sub(horizon) >= renew_mark(ahead_us) {
+            return;
+        }
+        let written =
+            self.try_with_reservation_lock(|| self.renew(horizon, renew_mark(ahead_us), now));
+        if let Some(Err(error)) = written {
+            pgrx::warning!(
+                "snowflake_id: could not renew the reservation in \"{}\": {error}",
+                in_data_dir(&error.path)
+            );
+        }
+    }
+
+    /// Under the reservation lock: renews the reservation beyond `end_unix_us` (and the cluster
+    /// clock's `now_unix_us`) unless it already reaches `enough` past it (another process
+    /// renewed it meanwhile).
+    fn renew(
+        &self,
+        end_unix_us: i64,
+        enough: i64,
+        now_unix_us: i64,
+    ) -> Result<(), reservation::WriteError> {
+        let reservation = &self.reservation;
+        // Saturating: `until` starts at i64::MIN (nothing reserved yet).
+        let until = reservation.until_unix_us.load(Ordering::Acquire);
+        if until.saturating_sub(end_unix_us) >= enough {
+            return Ok(());
+        }
+        let ahead_us = i64::from(gucs::RESERVE_AHEAD_MS.get()) * 1_000;
+        // At least the durable floor too, so the file never goes below it.
+        let until = end_unix_us
+            .max(now_unix_us)
+            .max(reservation.floor_unix_us.load(Ordering::Acquire))
+            .saturating_add(ahead_us);
+        // The WAL first: a standby, a crash recovery and a restored backup learn the
+        // reservation from it; the file carries it past the next checkpoint.
+        wal::log_reservation(until);
+        reservation::write(Path::new("."), until).map(|()| {
+            reservation.until_unix_us.store(until, Ordering::Release);
+            self.counters
+                .reservation_writes
+                .fetch_add(1, Ordering::Relaxed);
+        })
     }
 
     /// Raises the durable floor to `floor_unix_us` (a replayed WAL record, or the IDs stored in
@@ -258,6 +314,12 @@ pub fn try_state() -> Option<&'static SharedState> {
     // SAFETY: non-null only after init_shared_memory initialised the segment, which is never
     // unmapped while this process runs.
     unsafe { pointer.as_ref() }
+}
+
+/// How much of a `reserve_ahead` window must be left beyond the IDs before the reservation is
+/// renewed without waiting: three quarters.
+fn renew_mark(ahead_us: i64) -> i64 {
+    ahead_us - ahead_us / 4
 }
 
 /// Longest gap between the two monotonic reads around a wall-clock read that still counts the

@@ -46,6 +46,22 @@ mod tests {
     }
 
     #[pg_test]
+    fn the_reservation_covers_every_issued_tick() {
+        // The first IDs of a server find nothing reserved (i64::MIN): the reservation must be
+        // written before they leave, and reach at least half a window beyond their tick.
+        let covered: bool = one(
+            "WITH ids AS (SELECT snowflake_nextval() AS id FROM generate_series(1, 1000))
+             SELECT (SELECT reserved_until FROM snowflake_stats())
+                    >= max(snowflake_timestamp(id)) + interval '1 ms'
+                       + current_setting('snowflake.reserve_ahead')::interval / 2
+             FROM ids",
+        );
+        assert!(covered);
+        let writes: i64 = one("SELECT reservation_writes FROM snowflake_stats()");
+        assert!(writes >= 1, "{writes} reservation writes");
+    }
+
+    #[pg_test]
     fn ids_strictly_increase_within_a_statement() {
         let all_increasing: bool = one("SELECT bool_and(id > previous) FROM (
                  SELECT id, lag(id) OVER (ORDER BY n) AS previous

@@ -1,0 +1,51 @@
+//! The reservation worker: a background process that renews the durable reservation ahead of
+//! the IDs (docs/design.md §5.1, "Extending"), so that no session pays for the WAL flush and
+//! the fsyncs of a renewal in its own statement. It starts once the server accepts writes (not
+//! on a standby; after a promotion it starts), wakes every eighth of `snowflake.reserve_ahead`,
+//! and writes only while IDs are being issued. Sessions keep their own renewal as the fallback.
+
+use std::time::Duration;
+
+use pgrx::bgworkers::{
+    BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
+};
+use pgrx::prelude::*;
+
+use crate::gucs;
+use crate::shared_memory;
+
+/// Registers the worker; called from `_PG_init` while shared_preload_libraries is processed.
+pub fn register() {
+    BackgroundWorkerBuilder::new("snowflake_id reservation")
+        .set_type("snowflake_id reservation")
+        .set_function("snowflake_reservation_worker_main")
+        .set_library("snowflake_id")
+        .enable_shmem_access(None)
+        .set_start_time(BgWorkerStartTime::RecoveryFinished)
+        .set_restart_time(Some(Duration::from_secs(1)))
+        .load();
+}
+
+/// The worker's main loop, until the server stops it.
+#[pg_guard]
+#[no_mangle]
+pub extern "C-unwind" fn snowflake_reservation_worker_main(_argument: pg_sys::Datum) {
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    let Some(shared) = shared_memory::try_state() else {
+        return;
+    };
+    while BackgroundWorker::wait_latch(Some(period())) {
+        if BackgroundWorker::sighup_received() {
+            // SAFETY: re-reads the configuration in this process, as every process does on
+            // SIGHUP; called from the main loop, not from a signal handler.
+            unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+        }
+        shared.renew_for_sessions();
+    }
+}
+
+/// An eighth of `snowflake.reserve_ahead` (at least 1 ms): a renewal starts within that of
+/// the renewal mark, a quarter window before sessions would have to wait.
+fn period() -> Duration {
+    Duration::from_millis((gucs::RESERVE_AHEAD_MS.get() / 8).max(1) as u64)
+}
