@@ -139,14 +139,14 @@ impl SharedState {
         let reservation = &self.reservation;
         let ahead_us = i64::from(gucs::RESERVE_AHEAD_MS.get()) * 1_000;
         let left = |until: i64| until.saturating_sub(end_unix_us);
-        // Two marks. With less than three quarters of the window left, the reservation worker
-        // renews it; a backend that still finds it so tries the lock without waiting and renews
-        // it itself, while the others go on under the current one, so no session waits on
-        // another's WAL flush and fsync. With less than half left,
-        // a backend waits for the renewal: the latest record a standby has then always covers
-        // half a window beyond the IDs issued, the asynchronous replication lag covered (design
-        // §5.2). Under steady load a renewal ends long before the second mark.
-        let renew_below = renew_mark(ahead_us);
+        // Three marks (design §5.1). With less than three quarters of the window left, the
+        // reservation worker renews it. A backend that finds less than five eighths left (the
+        // worker is late) tries the lock without waiting and renews it itself, while the others
+        // go on under the current one. With less than half left, a backend waits for the
+        // renewal: the latest record a standby has then always covers half a window beyond the
+        // IDs issued, the asynchronous replication lag covered (§5.2). Under steady load no
+        // session reaches the last two.
+        let renew_below = session_renew_mark(ahead_us);
         let wait_below = ahead_us / 2;
         let until = reservation.until_unix_us.load(Ordering::Acquire);
         if left(until) >= renew_below {
@@ -253,6 +253,12 @@ impl SharedState {
         }
         let (_, monotonic) = system_clocks_us();
         self.clock.raise_to(floor_unix_us, monotonic);
+        // The published reservation is already in the file (it is published only once written):
+        // a floor at or below it is durable as it is. The IDs a session finds in the tables were
+        // issued under it, so a session's first ID writes nothing.
+        if floor_unix_us <= self.reservation.until_unix_us.load(Ordering::Acquire) {
+            return;
+        }
         // Under the lock, so it cannot race a reservation being written: the file only rises.
         let written = self.with_reservation_lock(|| match reservation::read(Path::new(".")) {
             Ok(Some(file)) if file >= floor_unix_us => Ok(()),
@@ -316,10 +322,16 @@ pub fn try_state() -> Option<&'static SharedState> {
     unsafe { pointer.as_ref() }
 }
 
-/// How much of a `reserve_ahead` window must be left beyond the IDs before the reservation is
-/// renewed without waiting: three quarters.
+/// How much of a `reserve_ahead` window must be left beyond the IDs before the reservation
+/// worker renews the reservation: three quarters.
 fn renew_mark(ahead_us: i64) -> i64 {
     ahead_us - ahead_us / 4
+}
+
+/// Below this much left, a session renews without waiting, as the worker is late: five eighths,
+/// an eighth of a window (a worker's two periods) after the worker's mark.
+fn session_renew_mark(ahead_us: i64) -> i64 {
+    ahead_us - ahead_us * 3 / 8
 }
 
 /// Longest gap between the two monotonic reads around a wall-clock read that still counts the
