@@ -18,9 +18,9 @@ from pathlib import Path
 
 from snowflake_bench import ROOT, log
 from snowflake_bench.benchmarks import (bench_count, bench_insert, bench_last_hour,
-                                        bench_pgbench, setup_database)
+                                        bench_pgbench, bench_tail_latency, setup_database)
 from snowflake_bench.chart import write_chart
-from snowflake_bench.cluster import Cluster, ensure_release_library
+from snowflake_bench.cluster import Cluster, ensure_release_library, fdatasync_ms
 from snowflake_bench.evidence import (evidence_callgrind, evidence_perf, evidence_strace,
                                       evidence_wait_events)
 from snowflake_bench.machine import ForeignCpu, machine_info, machine_state, wait_for_quiet
@@ -42,9 +42,14 @@ def parse_arguments():
     parser.add_argument("--insert-rows", type=int,
                         default=int(env("BENCH_INSERT_ROWS", 1_000_000)))
     parser.add_argument("--wait-quiet", type=int, default=int(env("BENCH_WAIT_QUIET", 60)))
+    parser.add_argument("--tail-seconds", type=int, default=int(env("BENCH_TAIL_SECONDS", 60)),
+                        help="seconds of single-row inserts per id column, per fsync setting")
+    parser.add_argument("--slow-fsync-us", type=int,
+                        default=int(env("BENCH_SLOW_FSYNC_US", 20000)))
     parser.add_argument("--skip-callgrind", action="store_true")
     parser.add_argument("--report-only", action="store_true",
-                        help="rewrite latest.md and latest.png from latest.json, run nothing")
+                        help="re-evaluate the targets in latest.json and rewrite latest.md and "
+                             "latest.png from it, run nothing")
     return parser.parse_args()
 
 
@@ -58,6 +63,7 @@ def measure(args, cluster, library, results_dir):
         results["library_sha256"] = ensure_release_library(
             cluster, library, Path(args.bindir) / "pg_config")
         results["server_version"] = setup_database(cluster)
+        major = int(results["server_version"].split(".")[0])
         log(f"waiting up to {args.wait_quiet} s for a quiet machine")
         results["machine_before"] = wait_for_quiet(args.wait_quiet, cluster.data)
         watch = ForeignCpu(cluster)
@@ -65,16 +71,21 @@ def measure(args, cluster, library, results_dir):
         log(f"load {results['machine_before']['loadavg']}; cost per ID "
             f"(N = {args.n:,}, {args.reps} repetitions)")
         results["count"] = watch.measure(
-            "cost per ID", lambda: bench_count(cluster, args.n, args.reps))
+            "cost per ID", lambda: bench_count(cluster, args.n, args.reps, major))
         log("concurrent sessions (pgbench)")
         results["pgbench"] = watch.measure("pgbench", lambda: bench_pgbench(
-            cluster, 10_000, args.pgbench_seconds, args.pgbench_reps, [1, 2, 4]))
+            cluster, 10_000, args.pgbench_seconds, args.pgbench_reps, [1, 2, 4], major))
         log(f"INSERT of {args.insert_rows:,} rows")
         results["insert"] = watch.measure(
-            "INSERT", lambda: bench_insert(cluster, args.insert_rows, args.reps))
+            "INSERT", lambda: bench_insert(cluster, args.insert_rows, args.reps, major))
         log("'last hour' query")
         results["last_hour"] = watch.measure(
-            "last hour", lambda: bench_last_hour(cluster, 1_000_000, args.reps, 200))
+            "last hour", lambda: bench_last_hour(cluster, 1_000_000, args.reps, 200, major))
+        log(f"tail latency: 8 sessions, single-row INSERT, {args.tail_seconds} s per id column")
+        tail = results["tail_latency"] = {"slow_fsync_us": args.slow_fsync_us,
+                                          "fdatasync_ms": fdatasync_ms(cluster)}
+        tail["normal"] = watch.measure("tail latency", lambda: bench_tail_latency(
+            cluster, 8, args.tail_seconds, 2, major))
         results["machine_after"] = machine_state(cluster.data)
         with cluster.connect() as conn:
             cursor = conn.execute("SELECT * FROM snowflake_stats()")
@@ -98,6 +109,11 @@ def measure(args, cluster, library, results_dir):
         attempt("wait_events", lambda: evidence_wait_events(
             cluster, ["snowflake", "snowflake_wide", "nextval_c1", "instagram"], 4, 3, 10_000))
         cluster.stop()
+        log(f"tail latency with every fsync slowed by {args.slow_fsync_us} µs")
+        cluster.start(cluster.slow_fsync_environment(args.slow_fsync_us))
+        tail["slow_fsync"] = watch.measure("tail latency, slow fsync", lambda: bench_tail_latency(
+            cluster, 8, args.tail_seconds, 2, major))
+        cluster.stop()
         if not args.skip_callgrind:
             attempt("callgrind", lambda: evidence_callgrind(cluster, results_dir))
     finally:
@@ -111,6 +127,7 @@ def main():
     if args.report_only:
         results = json.loads((results_dir / "latest.json").read_text())
         results["targets"] = targets(results)
+        (results_dir / "latest.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
         write_chart(results, results_dir / "latest.png")
         write_markdown(results, results_dir / "latest.md")
         return
@@ -129,7 +146,7 @@ def main():
     print()
     for row in results["targets"]:
         print(f"    {'met    ' if row['met'] else 'NOT met'}  {row['what']}: "
-              f"{row['measured']:.2f}× (wanted {row['target']})")
+              f"{row['measured']:.2f}{row.get('unit', '×')} (wanted {row['target']})")
     print(f"\n    results: {results_dir}/latest.md, latest.png")
 
 

@@ -3,15 +3,18 @@
 #
 #     bash bench/run.sh
 #
-# Installs what it needs, builds and installs snowflake_id in release mode, starts a throwaway
-# cluster (Unix socket only, in /var/tmp/snowflake-bench), runs every benchmark in one run with
-# alternating repetitions, collects the strace / callgrind / wait-event evidence, and writes
-# bench/results/ (latest.md, latest.png, latest.json and the evidence files). The cluster is
-# always stopped at the end. Idempotent: a second run replaces the cluster and the results.
+# Installs what it needs; then for each PostgreSQL major (BENCH_MAJORS, default "15 17 18"):
+# builds and installs snowflake_id in release mode for it, starts a throwaway cluster (Unix
+# socket only, in /var/tmp/snowflake-bench), runs every benchmark in one run with alternating
+# repetitions, collects the strace / callgrind / wait-event evidence, and writes
+# bench/results/pg<major>/ (latest.md, latest.png, latest.json and the evidence files). The
+# cluster is always stopped at the end. Idempotent: a second run replaces the cluster and the
+# results.
 #
 # Knobs (environment): BENCH_N (IDs per count() run, default 1000000), BENCH_REPS (default 5),
 # BENCH_PGBENCH_REPS (3), BENCH_PGBENCH_SECONDS (3), BENCH_INSERT_ROWS (1000000),
-# BENCH_WAIT_QUIET (seconds to wait for a quiet machine first, default 60).
+# BENCH_WAIT_QUIET (seconds to wait for a quiet machine first, default 60), BENCH_TAIL_SECONDS
+# (single-row inserts per id column and fsync setting, default 60), BENCH_SLOW_FSYNC_US (20000).
 # Benchmarks are not tests: nothing here fails on a timing, only on a broken setup.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,10 +22,11 @@ source scripts/install-deps.sh
 
 BENCH_DIR=/var/tmp/snowflake-bench
 VENV=/var/tmp/snowflake-bench-venv
-BIN=$("$PG_CONFIG" --bindir)
+BENCH_MAJORS=${BENCH_MAJORS:-${SUPPORTED_PG_MAJORS[*]}}
+BIN=
 
 stop_cluster() {
-    if [ -f "$BENCH_DIR/data/postmaster.pid" ]; then
+    if [ -n "$BIN" ] && [ -f "$BENCH_DIR/data/postmaster.pid" ]; then
         runuser -u postgres -- "$BIN/pg_ctl" --pgdata "$BENCH_DIR/data" --mode immediate \
             --wait stop >/dev/null 2>&1 || true
     fi
@@ -39,10 +43,16 @@ fi
 step "pip install -r bench/requirements.txt"
 "$VENV/bin/pip" install --quiet --disable-pip-version-check -r bench/requirements.txt
 
-step "cargo pgrx install --release"
-cargo pgrx install --release --pg-config "$PG_CONFIG" --no-default-features --features "pg$PG_MAJOR" \
-    >/dev/null
+for major in $BENCH_MAJORS; do
+    pg_config=$(pg_config_of "$major")
+    BIN=$("$pg_config" --bindir)
+    # (cargo pgrx install replaces the library by unlinking it first: running servers keep theirs.)
+    step "PostgreSQL $major: cargo pgrx install --release"
+    cargo pgrx install --release --pg-config "$pg_config" --no-default-features \
+        --features "pg$major" >/dev/null
 
-step "benchmarks (bench/run.py)"
-"$VENV/bin/python" bench/run.py --bindir "$BIN" --dir "$BENCH_DIR" \
-    --library target/release/libsnowflake_id.so --results bench/results "$@"
+    step "PostgreSQL $major: benchmarks (bench/run.py)"
+    "$VENV/bin/python" bench/run.py --bindir "$BIN" --dir "$BENCH_DIR" \
+        --library target/release/libsnowflake_id.so --results "bench/results/pg$major" "$@"
+    stop_cluster
+done

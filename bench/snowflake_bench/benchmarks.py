@@ -2,6 +2,7 @@
 column default and the "last hour" query. Every comparison alternates inside each repetition."""
 
 import re
+import subprocess
 import statistics
 import time
 from collections import defaultdict
@@ -20,6 +21,7 @@ FUNCTIONS = [
     ("nextval_c1", "nextval() CACHE 1", "nextval('bench_seq_cache1')"),
     ("nextval_c100", "nextval() CACHE 100", "nextval('bench_seq_cache100')"),
     ("uuid", "gen_random_uuid()", "gen_random_uuid()"),
+    ("uuidv7", "uuidv7() (PostgreSQL 18)", "uuidv7()"),
     ("instagram", "Instagram PL/pgSQL (insta5.next_id())", "insta5.next_id()"),
 ]
 LABEL = {key: label for key, label, _ in FUNCTIONS}
@@ -33,6 +35,7 @@ SHORT = {
     "nextval_c1": "nextval() CACHE 1",
     "nextval_c100": "nextval() CACHE 100",
     "uuid": "gen_random_uuid()",
+    "uuidv7": "uuidv7()",
     "instagram": "Instagram PL/pgSQL",
 }
 EXPR = {key: expr for key, _, expr in FUNCTIONS}
@@ -43,7 +46,15 @@ INSERT_VARIANTS = [
      "id bigint PRIMARY KEY DEFAULT snowflake_nextval()"),
     ("bigserial", "bigserial", "id bigserial PRIMARY KEY"),
     ("uuid", "uuid DEFAULT gen_random_uuid()", "id uuid PRIMARY KEY DEFAULT gen_random_uuid()"),
+    ("uuidv7", "uuid DEFAULT uuidv7()", "id uuid PRIMARY KEY DEFAULT uuidv7()"),
 ]
+# What exists only from some PostgreSQL major on (key: major); everything else runs on every major.
+FIRST_MAJOR = {"uuidv7": 18, "uuidv7_pk": 18}
+
+
+def available(keys, major):
+    """The keys that the server's major can run, in their order."""
+    return [key for key in keys if FIRST_MAJOR.get(key, 0) <= major]
 
 LAST_HOUR_QUERIES = [
     ("snowflake_pk", "id >= snowflake_min_id(now() - interval '1 hour') (primary key)",
@@ -52,6 +63,11 @@ LAST_HOUR_QUERIES = [
     ("created_at", "created_at >= now() - interval '1 hour' (created_at index)",
      "SELECT count(*), sum(payload) FROM events "
      "WHERE created_at >= now() - interval '1 hour'"),
+    # The smallest UUIDv7 of the millisecond an hour ago: its 48-bit Unix-ms timestamp, version
+    # 7, then the lowest variant and random bits.
+    ("uuidv7_pk", "id >= the smallest uuidv7 of now() - 1 hour (primary key, uuid table)",
+     "SELECT count(*), sum(payload) FROM events_v7 WHERE id >= (lpad(to_hex((extract(epoch FROM "
+     "now() - interval '1 hour') * 1000)::int8), 12, '0') || '70008000000000000000')::uuid"),
 ]
 
 
@@ -105,9 +121,9 @@ def stats_delta(before, after):
     return {name: after[name] - before[name] for name in after}
 
 
-def bench_count(cluster, n, reps):
+def bench_count(cluster, n, reps, major):
     """Cost per ID: SELECT count(f()) FROM generate_series(1, n), alternating functions."""
-    keys = [key for key, _, _ in FUNCTIONS]
+    keys = available([key for key, _, _ in FUNCTIONS], major)
     seconds = defaultdict(list)
     stats = defaultdict(list)
     with cluster.connect() as conn:
@@ -133,17 +149,18 @@ def bench_count(cluster, n, reps):
     }
 
 
-def bench_pgbench(cluster, batch, seconds, reps, clients_list):
+def bench_pgbench(cluster, batch, seconds, reps, clients_list, major):
     """IDs per second with 1, 2, 4 sessions: pgbench running count(f()) over `batch` rows."""
     (cluster.dir / "pgbench").mkdir(exist_ok=True)
-    for key in ID_FUNCTIONS:
+    functions = available(ID_FUNCTIONS, major)
+    for key in functions:
         pgbench_script(cluster, key).write_text(count_sql(key, batch) + ";\n")
-    runs = [(clients, key) for clients in clients_list for key in ID_FUNCTIONS]
+    runs = [(clients, key) for clients in clients_list for key in functions]
     ids_per_second = defaultdict(list)
     stats = defaultdict(list)
     monitor = cluster.connect()
     for rep in range(reps):
-        for clients, key in rotated(runs, rep * (len(ID_FUNCTIONS) + 1)):
+        for clients, key in rotated(runs, rep * (len(functions) + 1)):
             before = snowflake_stats(monitor) if key.startswith("snowflake") else None
             output = run(cluster.pgbench_command(clients, seconds, pgbench_script(cluster, key)),
                          capture_output=True, text=True).stdout
@@ -166,10 +183,10 @@ def bench_pgbench(cluster, batch, seconds, reps, clients_list):
     }
 
 
-def bench_insert(cluster, rows, reps):
+def bench_insert(cluster, rows, reps, major):
     """INSERT of `rows` rows through the column default: time, heap, index and WAL size."""
     results = defaultdict(lambda: defaultdict(list))
-    keys = [key for key, _, _ in INSERT_VARIANTS]
+    keys = available([key for key, _, _ in INSERT_VARIANTS], major)
     columns = {key: column for key, _, column in INSERT_VARIANTS}
     with cluster.connect() as conn:
         for rep in range(reps):
@@ -204,7 +221,7 @@ def bench_insert(cluster, rows, reps):
     }
 
 
-def bench_last_hour(cluster, rows, reps, queries_per_rep):
+def bench_last_hour(cluster, rows, reps, queries_per_rep, major):
     """'Last hour' by snowflake_min_id() on the primary key vs a created_at index."""
     with cluster.connect() as conn:
         conn.execute("DROP TABLE IF EXISTS events")
@@ -221,22 +238,31 @@ def bench_last_hour(cluster, rows, reps, queries_per_rep):
             ORDER BY g""")
         conn.execute("CREATE INDEX events_created_at ON events (created_at)")
         conn.execute("VACUUM ANALYZE events")
+        keys = available([key for key, _, _ in LAST_HOUR_QUERIES], major)
+        if "uuidv7_pk" in keys:
+            # The same events keyed by the UUIDv7 that uuidv7() makes at created_at.
+            conn.execute("CREATE TABLE events_v7 (id uuid PRIMARY KEY, "
+                         "created_at timestamptz NOT NULL, payload integer NOT NULL)")
+            conn.execute("INSERT INTO events_v7 SELECT uuidv7(created_at - now()), created_at, "
+                         "payload FROM events ORDER BY id")
+            conn.execute("VACUUM ANALYZE events_v7")
         sizes = conn.execute(
             "SELECT pg_relation_size('events'), pg_relation_size('events_pkey'), "
-            "pg_relation_size('events_created_at')").fetchone()
+            "pg_relation_size('events_created_at'), "
+            "coalesce(pg_relation_size(to_regclass('events_v7_pkey')), 0)").fetchone()
         check = conn.execute(
             "SELECT count(*) FILTER (WHERE snowflake_timestamp(id) <> created_at) FROM events"
         ).fetchone()[0]
         plans = {}
         counts = {}
-        for key, _, sql in LAST_HOUR_QUERIES:
+        sql_of = {key: sql for key, _, sql in LAST_HOUR_QUERIES}
+        for key in keys:
+            sql = sql_of[key]
             conn.execute(sql).fetchone()
             plans[key] = "\n".join(row[0] for row in conn.execute(
                 "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, SUMMARY OFF) " + sql))
             counts[key] = conn.execute(sql).fetchone()[0]
         latencies = defaultdict(list)
-        keys = [key for key, _, _ in LAST_HOUR_QUERIES]
-        sql_of = {key: sql for key, _, sql in LAST_HOUR_QUERIES}
         for rep in range(reps):
             for key in rotated(keys, rep):
                 one = []
@@ -246,6 +272,7 @@ def bench_last_hour(cluster, rows, reps, queries_per_rep):
                     one.append(time.perf_counter() - start)
                 latencies[key].append(statistics.median(one))
         conn.execute("DROP TABLE events")
+        conn.execute("DROP TABLE IF EXISTS events_v7")
     return {
         "rows": rows,
         "reps": reps,
@@ -253,8 +280,109 @@ def bench_last_hour(cluster, rows, reps, queries_per_rep):
         "heap_bytes": sizes[0],
         "pkey_bytes": sizes[1],
         "created_at_index_bytes": sizes[2],
+        "uuidv7_pkey_bytes": sizes[3],
         "ids_not_matching_created_at": check,
         "rows_found": counts,
         "plans": plans,
         "latency_seconds": {key: summary(values) for key, values in latencies.items()},
+    }
+
+
+# Single-row INSERT … RETURNING id through the column default: the id columns compared.
+TAIL_VARIANTS = [key for key, _, _ in INSERT_VARIANTS]
+TAIL_QUANTILES = (("p50", 0.50), ("p99", 0.99), ("p99.9", 0.999))
+RESERVATION_LOCK_WAIT = "LWLock:snowflake_id"
+
+
+def quantiles(latencies_us):
+    """p50, p99, p99.9 and max (ms) of a list of latencies in µs (nearest rank)."""
+    ordered = sorted(latencies_us)
+    out = {name: ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1e3
+           for name, q in TAIL_QUANTILES}
+    out["max"] = ordered[-1] / 1e3
+    return out
+
+
+def parse_pgbench_log(text):
+    """Latencies (µs) of a pgbench --log file: `client_id transaction_no time script_no
+    time_epoch time_us` per transaction, `time` being its latency in µs."""
+    return [int(line.split()[2]) for line in text.splitlines() if line.strip()]
+
+
+def sample_reservation_waits(cluster, running, found):
+    """Counts pg_stat_activity samples (every ms while `running()`) in which a session waits on
+    the reservation lock; runs in a thread beside pgbench."""
+    with cluster.connect() as conn:
+        while running():
+            waiting = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE wait_event_type || ':' || wait_event = %s",
+                (RESERVATION_LOCK_WAIT,)).fetchone()[0]
+            found["samples"] += 1
+            found["waiting"] += 1 if waiting else 0
+            time.sleep(0.001)
+
+
+def bench_tail_latency(cluster, clients, seconds, chunks, major):
+    """pgbench, `clients` sessions, prepared `INSERT … RETURNING id` through each column default,
+    `seconds` per variant in `chunks` alternating runs, every transaction's latency logged;
+    pg_stat_activity sampled for reservation-lock waits meanwhile."""
+    import threading
+
+    keys = available(TAIL_VARIANTS, major)
+    columns = {key: column for key, _, column in INSERT_VARIANTS}
+    directory = cluster.dir / "tail"
+    directory.mkdir(exist_ok=True)
+    with cluster.connect() as conn:
+        for key in keys:
+            conn.execute(f"DROP TABLE IF EXISTS tail_{key}")
+            conn.execute(f"CREATE TABLE tail_{key} ({columns[key]}, payload integer NOT NULL)")
+            (directory / f"{key}.sql").write_text(
+                f"INSERT INTO tail_{key} (payload) VALUES (1) RETURNING id;\n")
+    latencies = defaultdict(list)
+    transactions_per_second = defaultdict(list)
+    waits = {key: {"samples": 0, "waiting": 0} for key in keys}
+    writes = {key: 0 for key in keys}
+    monitor = cluster.connect()
+    for chunk in range(chunks):
+        for key in rotated(keys, chunk):
+            for old in directory.glob(f"{key}.log*"):
+                old.unlink()
+            # One unmeasured second first: the runs measure the steady state. (After the other
+            # columns' runs the server was idle for snowflake_id, whose reservation then lapsed:
+            # the first IDs of a burst after idleness wait for one reservation write.)
+            run(cluster.pgbench_command(clients, 1, directory / f"{key}.sql"),
+                capture_output=True)
+            command = cluster.pgbench_command(clients, max(seconds // chunks, 1),
+                                              directory / f"{key}.sql")
+            command[-1:-1] = ["--protocol=prepared", "--log",
+                              f"--log-prefix={directory / (key + '.log')}"]
+            before = snowflake_stats(monitor)["reservation_writes"]
+            process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                       text=True)
+            sampler = threading.Thread(target=sample_reservation_waits,
+                                       args=(cluster, lambda: process.poll() is None, waits[key]))
+            sampler.start()
+            output = process.communicate()[0]
+            sampler.join()
+            writes[key] += snowflake_stats(monitor)["reservation_writes"] - before
+            tps = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", output)
+            transactions_per_second[key].append(float(tps.group(1)))
+            for log_file in directory.glob(f"{key}.log*"):
+                latencies[key].extend(parse_pgbench_log(log_file.read_text()))
+        log(f"tail latency chunk {chunk + 1}/{chunks}: " + ", ".join(
+            f"{key} p99.9 {quantiles(latencies[key])['p99.9']:.2f} ms" for key in keys))
+    monitor.close()
+    with cluster.connect() as conn:
+        for key in keys:
+            conn.execute(f"DROP TABLE tail_{key}")
+    return {
+        "clients": clients,
+        "seconds": seconds,
+        "chunks": chunks,
+        "variants": {key: {**quantiles(latencies[key]), "transactions": len(latencies[key]),
+                           "tps": summary(transactions_per_second[key]),
+                           "reservation_lock_samples": waits[key],
+                           "reservation_writes": writes[key]}
+                     for key in keys},
     }

@@ -31,7 +31,7 @@ def write_chart(results, path):
     count = results["count"]
     n = count["n"]
 
-    keys = [key for key, _, _ in FUNCTIONS]
+    keys = [key for key, _, _ in FUNCTIONS if key in count["seconds"]]
     colors = ["#999999" if key == "empty" else "#dd8452" if key.startswith("snowflake")
               else "#4c72b0" for key in keys]
     bars(axes[0][0], [SHORT[k] for k in keys], [count["seconds"][k] for k in keys], 1e9 / n,
@@ -49,28 +49,29 @@ def write_chart(results, path):
     ax.legend(loc="upper right", fontsize=8)
 
     pgb = results["pgbench"]
+    functions = [key for key in ID_FUNCTIONS if f"{key}/1" in pgb["ids_per_second"]]
     ax = axes[0][1]
     width = 0.8 / len(pgb["clients"])
     for i, clients in enumerate(pgb["clients"]):
-        stats = [pgb["ids_per_second"][f"{key}/{clients}"] for key in ID_FUNCTIONS]
+        stats = [pgb["ids_per_second"][f"{key}/{clients}"] for key in functions]
         med = [s["median"] / 1e6 for s in stats]
         err = [[(s["median"] - s["min"]) / 1e6 for s in stats],
                [(s["max"] - s["median"]) / 1e6 for s in stats]]
-        ax.bar([x + i * width for x in range(len(ID_FUNCTIONS))], med, width, yerr=err,
+        ax.bar([x + i * width for x in range(len(functions))], med, width, yerr=err,
                capsize=2, label=sessions(clients))
-    ax.set_xticks([x + width for x in range(len(ID_FUNCTIONS))],
-                  [SHORT[k] for k in ID_FUNCTIONS], rotation=30, ha="right", fontsize=8)
+    ax.set_xticks([x + width for x in range(len(functions))],
+                  [SHORT[k] for k in functions], rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("million IDs per second (all sessions)")
     ax.set_title("Concurrent sessions (pgbench)")
     ax.legend()
 
     ins = results["insert"]
     ax = axes[1][0]
-    variants = [key for key, _, _ in INSERT_VARIANTS]
+    variants = [key for key, _, _ in INSERT_VARIANTS if key in ins["variants"]]
     stats = [ins["variants"][key]["seconds"] for key in variants]
     ax.bar(variants, [s["median"] for s in stats],
            yerr=[[s["median"] - s["min"] for s in stats], [s["max"] - s["median"] for s in stats]],
-           capsize=3, color=["#dd8452", "#4c72b0", "#55a868"])
+           capsize=3, color=["#dd8452", "#4c72b0", "#55a868", "#8172b2"][:len(variants)])
     ax.set_ylabel("seconds (median, min–max)")
     ax.set_title(f"INSERT {ins['rows']:,} rows via column default; labels: table / index MB")
     for x, key in enumerate(variants):
@@ -81,14 +82,19 @@ def write_chart(results, path):
                 fontweight="bold")
 
     lh = results["last_hour"]
-    keys = [key for key, _, _ in LAST_HOUR_QUERIES]
-    bars(axes[1][1], [f"id >= snowflake_min_id(...)\nprimary key "
-                      f"({lh['pkey_bytes'] / 2**20:.0f} MB)",
-                      f"created_at >= ...\nextra index "
-                      f"({lh['created_at_index_bytes'] / 2**20:.0f} MB)"],
+    keys = [key for key, _, _ in LAST_HOUR_QUERIES if key in lh["latency_seconds"]]
+    labels = {
+        "snowflake_pk": f"id >= snowflake_min_id(...)\nprimary key "
+                        f"({lh['pkey_bytes'] / 2**20:.0f} MB)",
+        "created_at": f"created_at >= ...\nextra index "
+                      f"({lh['created_at_index_bytes'] / 2**20:.0f} MB)",
+        "uuidv7_pk": f"uuid id >= uuidv7 bound\nuuid primary key "
+                     f"({lh.get('uuidv7_pkey_bytes', 0) / 2**20:.0f} MB)",
+    }
+    bars(axes[1][1], [labels[k] for k in keys],
          [lh["latency_seconds"][k] for k in keys], 1e6,
          f"'Last hour' query over {lh['rows']:,} events", "µs per query (median, min–max)",
-         ["#dd8452", "#4c72b0"])
+         ["#dd8452", "#4c72b0", "#8172b2"][:len(keys)])
     fig.suptitle(f"snowflake_id benchmarks — {results['started']} — "
                  f"{results['machine']['cpus']} CPUs, load at start "
                  f"{results['machine_before']['loadavg'][0]}")

@@ -68,9 +68,20 @@ class Cluster:
         with open(self.data / "postgresql.conf", "a") as conf:
             conf.write(CLUSTER_CONF.format(port=PORT, dir=self.dir))
 
-    def start(self):
-        run(as_postgres([self.bindir / "pg_ctl", "--pgdata", self.data, "--log", self.log,
-                         "--wait", "start"]), stdout=subprocess.DEVNULL)
+    def start(self, environment=None):
+        """Starts the server, with `environment` ({name: value}) added to its processes'."""
+        settings = [f"{name}={value}" for name, value in (environment or {}).items()]
+        run(as_postgres(["env", *settings, self.bindir / "pg_ctl", "--pgdata", self.data,
+                         "--log", self.log, "--wait", "start"]), stdout=subprocess.DEVNULL)
+
+    def slow_fsync_environment(self, delay_us):
+        """The environment that slows every fsync() and fdatasync() of the server by `delay_us`
+        (pgrx-tests/fixtures/slow_fsync.c, built here with cc and preloaded)."""
+        library = self.dir / "slow_fsync.so"
+        run(["cc", "-shared", "-fPIC", "-O2", "-o", library,
+             ROOT / "pgrx-tests" / "fixtures" / "slow_fsync.c", "-ldl"])
+        library.chmod(0o755)
+        return {"LD_PRELOAD": library, "SLOW_FSYNC_US": delay_us}
 
     def postmaster_pid(self):
         return int((self.data / "postmaster.pid").read_text().split()[0])
@@ -111,7 +122,21 @@ def ensure_release_library(cluster, library, pg_config):
         log(f"the postmaster mapped another snowflake_id.so ({str(mapped)[:12]}), "
             "reinstalling the release build")
         cluster.stop()
-        run(["cargo", "pgrx", "install", "--release", "--pg-config", pg_config], cwd=ROOT,
+        major = run([pg_config, "--version"], capture_output=True, text=True).stdout.split()[1]
+        run(["cargo", "pgrx", "install", "--release", "--pg-config", pg_config,
+             "--no-default-features", "--features", f"pg{major.split('.')[0]}"], cwd=ROOT,
             stdout=subprocess.DEVNULL)
         wanted = sha256(library)
     raise RuntimeError("could not start the cluster on the release build of snowflake_id")
+
+
+def fdatasync_ms(cluster):
+    """How long one 8 kB write + fdatasync takes on the data directory's disk (pg_test_fsync)."""
+    output = run([cluster.bindir / "pg_test_fsync", "--secs-per-test=1",
+                  "--filename", cluster.dir / "pg_test_fsync.out"],
+                 capture_output=True, text=True).stdout
+    for line in output.splitlines():
+        fields = line.split()
+        if fields and fields[0] == "fdatasync" and "usecs/op" in fields:
+            return float(fields[fields.index("usecs/op") - 1]) / 1e3
+    return None

@@ -13,6 +13,9 @@ TARGET_VS_RANDOM = 1.25
 TARGET_VS_NEXTVAL_CACHE1 = 0.5
 TARGET_INSERT_VS_BIGSERIAL = 1.05
 TARGET_TWO_SESSIONS = 1.6
+TARGET_INSERT_VS_UUIDV7 = 0.75
+TARGET_WIDE_NET_NS = 30
+TARGET_WIDE_VS_NEXTVAL_NET = 0.2
 
 
 def ratio(a, b):
@@ -43,8 +46,55 @@ def targets(results):
          ratio(pgb["snowflake/2"]["median"], pgb["snowflake/1"]["median"]),
          lambda v: v >= TARGET_TWO_SESSIONS),
     ]
-    return [{"what": what, "target": target, "measured": value, "met": bool(check(value))}
-            for what, target, value, check in rows]
+    n = results["count"]["n"]
+    wide_net_ns = (count["snowflake_wide"]["median"] - count["empty"]["median"]) * 1e9 / n
+    nextval_net_ns = (count["nextval_c1"]["median"] - count["empty"]["median"]) * 1e9 / n
+    rows += [
+        ("snowflake_nextval('wide') (not capped): cost per ID above the loop",
+         f"≤ {TARGET_WIDE_NET_NS} ns", wide_net_ns, lambda v: v <= TARGET_WIDE_NET_NS, " ns"),
+        ("snowflake_nextval('wide') vs nextval() CACHE 1, cost per ID above the loop",
+         f"≤ {TARGET_WIDE_VS_NEXTVAL_NET}×", ratio(wide_net_ns, nextval_net_ns),
+         lambda v: v <= TARGET_WIDE_VS_NEXTVAL_NET),
+    ]
+    if "uuidv7" in ins:
+        rows.append(("INSERT 1M rows: snowflake vs uuidv7(), time",
+                     f"≤ {TARGET_INSERT_VS_UUIDV7}×",
+                     ratio(ins["snowflake"]["seconds"]["median"],
+                           ins["uuidv7"]["seconds"]["median"]),
+                     lambda v: v <= TARGET_INSERT_VS_UUIDV7))
+    rows += tail_latency_targets(results)
+    return [{"what": what, "target": target, "measured": value, "met": bool(check(value)),
+             "unit": unit}
+            for what, target, value, check, unit in
+            (row if len(row) == 5 else (*row, "×") for row in rows)]
+
+
+def reservation_write_ms(tail, mode):
+    """What one reservation write costs on this disk: three syncs (the WAL flush, the file and
+    its directory), each as long as pg_test_fsync's fdatasync, plus the injected delay."""
+    fsync_ms = tail.get("fdatasync_ms") or 0.0
+    delay_ms = tail["slow_fsync_us"] / 1e3 if mode == "slow_fsync" else 0.0
+    return 3 * (fsync_ms + delay_ms)
+
+
+def tail_latency_targets(results):
+    """Per fsync setting: snowflake's p99.9 against bigserial's, and the gap between their
+    maxima against one reservation write."""
+    tail = results.get("tail_latency") or {}
+    rows = []
+    for mode, title in TAIL_MODES:
+        variants = (tail.get(mode) or {}).get("variants")
+        if not variants:
+            continue
+        snow, big = variants["snowflake"], variants["bigserial"]
+        allowed = reservation_write_ms(tail, mode)
+        rows.append((f"single-row INSERT, 8 sessions{title}: p99.9 latency, snowflake vs "
+                     "bigserial", "≤ 1.00×", ratio(snow["p99.9"], big["p99.9"]),
+                     lambda v: v <= 1.0))
+        rows.append((f"single-row INSERT, 8 sessions{title}: max latency, snowflake − bigserial",
+                     f"≤ one reservation write ({allowed:.1f} ms)", snow["max"] - big["max"],
+                     lambda v, allowed=allowed: v <= allowed, " ms"))
+    return rows
 
 
 def fmt_range(s, scale, digits):
@@ -103,8 +153,8 @@ def targets_section(results):
            "| target | wanted | measured | met |",
            "|---|---|---|---|"]
     for row in results["targets"]:
-        out.append(f"| {row['what']} | {row['target']} | {row['measured']:.2f}× | "
-                   f"{'yes' if row['met'] else '**no**'} |")
+        out.append(f"| {row['what']} | {row['target']} | {row['measured']:.2f}"
+                   f"{row.get('unit', '×')} | {'yes' if row['met'] else '**no**'} |")
     out.append("")
     return out
 
@@ -165,6 +215,8 @@ def count_section(results):
     ]
     empty = seconds["empty"]["median"]
     for key, label, _ in FUNCTIONS:
+        if key not in seconds:
+            continue  # not on this major
         s = seconds[key]
         med, rng = fmt_range(s, 1e9 / n, 0)
         net = (s["median"] - empty) * 1e9 / n
@@ -197,7 +249,8 @@ def pgbench_section(results):
         f"| function | {header} | 2 vs 1 | 4 vs 1 |",
         "|---" * (len(pgb["clients"]) + 3) + "|",
     ]
-    for key in ID_FUNCTIONS:
+    functions = [key for key in ID_FUNCTIONS if f"{key}/1" in ips]
+    for key in functions:
         cells = []
         for clients in pgb["clients"]:
             med, rng = fmt_range(ips[f"{key}/{clients}"], 1e-6, 2)
@@ -207,7 +260,7 @@ def pgbench_section(results):
                    f"{ratio(ips[f'{key}/2']['median'], one):.2f}× | "
                    f"{ratio(ips[f'{key}/4']['median'], one):.2f}× |")
     out.append("")
-    for key in ID_FUNCTIONS:
+    for key in functions:
         if not key.startswith("snowflake"):
             continue
         parts = []
@@ -236,6 +289,8 @@ def insert_section(results):
         "|---|---|---|---|---|---|---|",
     ]
     for key, label, _ in INSERT_VARIANTS:
+        if key not in ins["variants"]:
+            continue  # not on this major
         v = ins["variants"][key]
         med, rng = fmt_range(v["seconds"], 1, 2)
         out.append(f"| {label} | {med} | {rng} | "
@@ -262,14 +317,57 @@ def last_hour_section(results):
     index_size = {
         "snowflake_pk": f"primary key, {lh['pkey_bytes'] / 2**20:.1f} MB (exists anyway)",
         "created_at": f"extra index, {lh['created_at_index_bytes'] / 2**20:.1f} MB",
+        "uuidv7_pk": f"uuid primary key, {lh.get('uuidv7_pkey_bytes', 0) / 2**20:.1f} MB "
+                     "(exists anyway)",
     }
-    for key, label, _ in LAST_HOUR_QUERIES:
+    queries = [(key, label, sql) for key, label, sql in LAST_HOUR_QUERIES
+               if key in lh["rows_found"]]
+    for key, label, _ in queries:
         med, rng = fmt_range(lh["latency_seconds"][key], 1e6, 0)
         out.append(f"| `{label}` | {lh['rows_found'][key]} | {med} | {rng} | {index_size[key]} |")
     out.append("")
-    for key, label, sql in LAST_HOUR_QUERIES:
+    for key, label, sql in queries:
         out.append(f"<details><summary>plan: {label}</summary>\n\n```\n{sql}\n\n"
                    f"{lh['plans'][key]}\n```\n</details>\n")
+    return out
+
+
+TAIL_MODES = (("normal", ""), ("slow_fsync", ", slow fsync"))
+
+
+def tail_latency_section(results):
+    tail = results.get("tail_latency")
+    if not tail or not tail.get("normal"):
+        return []
+    normal = tail["normal"]
+    out = [
+        f"## Tail latency: single-row INSERT … RETURNING id, {normal['clients']} sessions\n",
+        f"pgbench, prepared statements, `INSERT INTO t (payload) VALUES (1) RETURNING id` into "
+        f"`(id <type> PRIMARY KEY DEFAULT ..., payload integer)`, {normal['seconds']} s per id "
+        f"column in {normal['chunks']} alternating runs, each after one unmeasured second of the "
+        "same inserts (steady state: after the other columns' runs snowflake_id's reservation "
+        "has lapsed, and a burst after idleness first waits for one reservation write), every "
+        "transaction's latency logged (`--log`). Meanwhile pg_stat_activity is sampled every millisecond for sessions "
+        "waiting on the reservation lock (`LWLock:snowflake_id`). 'slow fsync': the server "
+        f"restarted with every fsync() and fdatasync() delayed by {tail['slow_fsync_us']} µs "
+        "(pgrx-tests/fixtures/slow_fsync.c, preloaded). This disk's fdatasync: "
+        f"{tail.get('fdatasync_ms') or 0:.2f} ms (pg_test_fsync).\n",
+        "| fsync | id column | transactions | tps median | p50 ms | p99 ms | p99.9 ms | max ms | "
+        "reservation writes | samples waiting on the reservation lock |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    labels = {key: label for key, label, _ in INSERT_VARIANTS}
+    for mode, title in TAIL_MODES:
+        run = tail.get(mode)
+        if not run:
+            continue
+        for key, v in run["variants"].items():
+            lock = v["reservation_lock_samples"]
+            out.append(f"| {title.strip(', ') or 'normal'} | {labels[key]} | {v['transactions']:,}"
+                       f" | {v['tps']['median']:.0f} | {v['p50']:.2f} | {v['p99']:.2f} | "
+                       f"{v['p99.9']:.2f} | {v['max']:.2f} | {v['reservation_writes']} | "
+                       f"{lock['waiting']} of {lock['samples']} |")
+    out.append("")
     return out
 
 
@@ -432,7 +530,8 @@ def footer_section(results):
 
 
 SECTIONS = [header_section, targets_section, bounds_section, count_section, pgbench_section,
-            insert_section, last_hour_section, evidence_section, footer_section]
+            insert_section, last_hour_section, tail_latency_section, evidence_section,
+            footer_section]
 
 
 def render_markdown(results):

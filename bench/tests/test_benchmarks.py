@@ -5,7 +5,8 @@ import io
 import unittest
 from pathlib import Path
 
-from snowflake_bench.benchmarks import (FUNCTIONS, ID_FUNCTIONS, bench_count, count_sql, rotated,
+from snowflake_bench.benchmarks import (FUNCTIONS, ID_FUNCTIONS, available, bench_count, count_sql,
+                                        parse_pgbench_log, quantiles, rotated,
                                         stats_delta, summary)
 from snowflake_bench.cluster import Cluster
 
@@ -70,9 +71,9 @@ class BenchCountTest(unittest.TestCase):
         cluster = type("FakeCluster", (), {"connect": lambda self: connection})()
         output = io.StringIO()
         with contextlib.redirect_stdout(output):
-            result = bench_count(cluster, 20, 2)
+            result = bench_count(cluster, 20, 2, 17)
         self.assertIn("count() repetition 2/2: empty ", output.getvalue())
-        keys = [key for key, _, _ in FUNCTIONS]
+        keys = [key for key, _, _ in FUNCTIONS if key != "uuidv7"]  # uuidv7() is 18's
         measured = [sql for sql in connection.statements if sql.endswith("(1, 20)")]
         # A warm-up at N/10 of each function, then repetition r starts at the r-th function.
         self.assertEqual(connection.statements[:len(keys)], [count_sql(key, 2) for key in keys])
@@ -88,3 +89,22 @@ class BenchCountTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class PerMajorTest(unittest.TestCase):
+    def test_uuidv7_only_from_postgresql_18(self):
+        keys = [key for key, _, _ in FUNCTIONS]
+        self.assertNotIn("uuidv7", available(keys, 17))
+        self.assertEqual(available(keys, 18), keys)
+        self.assertEqual(available(["uuidv7_pk", "created_at"], 15), ["created_at"])
+
+
+class TailLatencyTest(unittest.TestCase):
+    def test_parse_pgbench_log(self):
+        text = "0 1 812 0 1700000000 123456\n1 1 1999 0 1700000000 123999\n\n"
+        self.assertEqual(parse_pgbench_log(text), [812, 1999])
+
+    def test_quantiles_nearest_rank(self):
+        q = quantiles(list(range(1, 1001)))  # 1 µs … 1000 µs
+        self.assertEqual(q, {"p50": 0.501, "p99": 0.991, "p99.9": 1.0, "max": 1.0})
+        self.assertEqual(quantiles([5000]), {"p50": 5.0, "p99": 5.0, "p99.9": 5.0, "max": 5.0})

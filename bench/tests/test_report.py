@@ -7,22 +7,30 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from snowflake_bench.report import fmt_range, ratio, render_markdown, targets, write_markdown
+from snowflake_bench.report import (fmt_range, ratio, render_markdown, tail_latency_targets,
+                                    targets, write_markdown)
 
-RESULTS = Path(__file__).resolve().parent.parent / "results"  # recorded run, read only
-LATEST = json.loads((RESULTS / "latest.json").read_text())
+# Recorded runs, read only: one directory per PostgreSQL major; the tests that need one run use
+# PostgreSQL 18's, which has every benchmark (uuidv7() included).
+RESULTS = Path(__file__).resolve().parent.parent / "results"
+RUNS = {path.parent.name: json.loads(path.read_text())
+        for path in sorted(RESULTS.glob("pg*/latest.json"))}
+LATEST = RUNS["pg18"]
 
 
 def medians(snowflake=100.0, random=100.0, nextval_c1=250.0, insert_snowflake=1.0,
             insert_bigserial=1.0, index_snowflake=2**20, index_bigserial=2**20,
-            one_session=1e6, two_sessions=2e6):
-    """The least results that targets() reads, every value a median."""
+            one_session=1e6, two_sessions=2e6, wide=20.0):
+    """The least results that targets() reads, every value a median (with N = 10^9, the count
+    seconds read as ns per ID; the loop itself costs 0)."""
     def median(value):
         return {"median": value}
 
     return {
-        "count": {"seconds": {"snowflake": median(snowflake), "random": median(random),
-                              "nextval_c1": median(nextval_c1)}},
+        "count": {"n": 10**9,
+                  "seconds": {"snowflake": median(snowflake), "random": median(random),
+                              "nextval_c1": median(nextval_c1), "empty": median(0.0),
+                              "snowflake_wide": median(wide)}},
         "pgbench": {"ids_per_second": {"snowflake/1": median(one_session),
                                        "snowflake/2": median(two_sessions)}},
         "insert": {"variants": {
@@ -37,27 +45,31 @@ def medians(snowflake=100.0, random=100.0, nextval_c1=250.0, insert_snowflake=1.
 class TargetsTest(unittest.TestCase):
     def test_all_met(self):
         rows = targets(medians())
-        self.assertEqual([row["met"] for row in rows], [True] * 5)
-        self.assertEqual([row["measured"] for row in rows], [1.0, 0.4, 1.0, 1.0, 2.0])
+        self.assertEqual([row["met"] for row in rows], [True] * 7)
+        self.assertEqual([row["measured"] for row in rows], [1.0, 0.4, 1.0, 1.0, 2.0, 20.0, 0.08])
         self.assertEqual(rows[0]["target"], "≤ 1.25×")
         self.assertEqual(rows[4]["target"], "≥ 1.6×")
+        self.assertEqual((rows[5]["target"], rows[5]["unit"]), ("≤ 30 ns", " ns"))
+        self.assertEqual(rows[6]["target"], "≤ 0.2×")
 
     def test_bounds_are_inclusive(self):
         rows = targets(medians(snowflake=125.0, nextval_c1=250.0, insert_snowflake=1.05,
-                               index_snowflake=1.01, index_bigserial=1.0, two_sessions=1.6e6))
-        self.assertEqual([row["met"] for row in rows], [True] * 5)
+                               index_snowflake=1.01, index_bigserial=1.0, two_sessions=1.6e6,
+                               wide=30.0))
+        self.assertEqual([row["met"] for row in rows], [True] * 7)
 
     def test_not_met(self):
         rows = targets(medians(snowflake=126.0, nextval_c1=200.0, insert_snowflake=1.2,
-                               index_snowflake=2 * 2**20, two_sessions=1.5e6))
-        self.assertEqual([row["met"] for row in rows], [False] * 5)
+                               index_snowflake=2 * 2**20, two_sessions=1.5e6, wide=41.0))
+        self.assertEqual([row["met"] for row in rows], [False] * 7)
         self.assertAlmostEqual(rows[0]["measured"], 1.26)
 
     def test_zero_denominator_is_nan_and_not_met(self):
         rows = targets(medians(random=0.0, one_session=0.0))
         self.assertTrue(math.isnan(rows[0]["measured"]))
         self.assertTrue(math.isnan(rows[4]["measured"]))
-        self.assertEqual([row["met"] for row in rows], [False, True, True, True, False])
+        self.assertEqual([row["met"] for row in rows],
+                         [False, True, True, True, False, True, True])
 
     def test_missing_benchmark_raises(self):
         results = medians()
@@ -65,11 +77,37 @@ class TargetsTest(unittest.TestCase):
         with self.assertRaises(KeyError):
             targets(results)
 
-    def test_recorded_run(self):
-        # The recorded run misses the first two targets and meets the other three.
-        self.assertEqual(targets(LATEST), LATEST["targets"])
-        self.assertEqual([row["met"] for row in LATEST["targets"]],
-                         [False, False, True, True, True])
+    def test_recorded_runs(self):
+        for major, run in RUNS.items():
+            with self.subTest(major=major):
+                self.assertEqual(targets(run), run["targets"])
+
+class TailLatencyTargetsTest(unittest.TestCase):
+    def results(self, snowflake, bigserial, fdatasync_ms=0.1):
+        def run(p999, maximum):
+            return {"p99.9": p999, "max": maximum}
+
+        variants = {"snowflake": run(*snowflake), "bigserial": run(*bigserial)}
+        return {"tail_latency": {"slow_fsync_us": 20000, "fdatasync_ms": fdatasync_ms,
+                                 "normal": {"variants": variants},
+                                 "slow_fsync": {"variants": variants}}}
+
+    def test_met_within_one_reservation_write(self):
+        # One reservation write: 3 × (0.1 ms) normally, 3 × (0.1 + 20) ms with the slow fsync.
+        rows = tail_latency_targets(self.results((2.0, 5.2), (2.0, 5.0)))
+        self.assertEqual([row["met"] for row in rows], [True, True, True, True])
+        self.assertEqual(rows[1]["target"], "≤ one reservation write (0.3 ms)")
+        self.assertEqual(rows[3]["target"], "≤ one reservation write (60.3 ms)")
+        self.assertEqual(rows[1]["unit"], " ms")
+        self.assertAlmostEqual(rows[1]["measured"], 0.2)
+
+    def test_not_met(self):
+        rows = tail_latency_targets(self.results((3.0, 70.0), (2.0, 5.0)))
+        self.assertEqual([row["met"] for row in rows], [False, False, False, False])
+        self.assertEqual(rows[0]["measured"], 1.5)
+
+    def test_absent_without_tail_latency(self):
+        self.assertEqual(tail_latency_targets({}), [])
 
 
 class HelpersTest(unittest.TestCase):
@@ -88,11 +126,13 @@ class MarkdownTest(unittest.TestCase):
         # latest.md was written by the runner from the same results as latest.json: rendering
         # the JSON again must give it byte for byte (targets as saved, or evaluated anew).
         # After a change of the report, `bench/run.py --report-only` rewrites latest.md.
-        recorded = (RESULTS / "latest.md").read_text()
-        self.assertEqual(render_markdown(LATEST), recorded)
-        results = copy.deepcopy(LATEST)
-        results["targets"] = targets(results)
-        self.assertEqual(render_markdown(results), recorded)
+        for major, run in RUNS.items():
+            with self.subTest(major=major):
+                recorded = (RESULTS / major / "latest.md").read_text()
+                self.assertEqual(render_markdown(run), recorded)
+                results = copy.deepcopy(run)
+                results["targets"] = targets(results)
+                self.assertEqual(render_markdown(results), recorded)
 
     def test_write_markdown_writes_the_rendering(self):
         with tempfile.TemporaryDirectory() as directory:
@@ -102,10 +142,11 @@ class MarkdownTest(unittest.TestCase):
 
     def test_targets_table(self):
         text = render_markdown(LATEST)
-        self.assertIn("| snowflake_nextval() vs random(), cost per ID | ≤ 1.25× | 2.59× | **no** |",
-                      text)
-        self.assertIn("| INSERT 1M rows: snowflake vs bigserial, time | ≤ 1.05× | 0.92× | yes |",
-                      text)
+        for row in LATEST["targets"]:
+            met = "yes" if row["met"] else "**no**"
+            self.assertIn(f"| {row['what']} | {row['target']} | {row['measured']:.2f}"
+                          f"{row['unit']} | {met} |", text)
+        self.assertIn("| INSERT 1M rows: snowflake vs uuidv7(), time | ≤ 0.75× |", text)
 
     def test_without_evidence_and_optional_fields(self):
         results = copy.deepcopy(LATEST)
