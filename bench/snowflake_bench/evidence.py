@@ -326,7 +326,7 @@ def function_costs(profile, function, n):
 
 def hot_path_breakdown(profile, n):
     """Ir per ID of the functions of snowflake_id.so and of what they call outside it."""
-    ours = {fn for fn, obj in profile["objects"].items() if obj and "snowflake_id" in obj}
+    ours = {fn for fn, obj in profile["objects"].items() if obj and obj.endswith("/snowflake_id.so")}
     rows = []
     for fn in ours:
         cost = profile["self"].get(fn, 0)

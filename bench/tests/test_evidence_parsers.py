@@ -12,8 +12,8 @@ from snowflake_bench.evidence import (clock_seconds, calls_to, function_costs,
                                       parse_perf_report, parse_strace_trace, perf_report_text,
                                       share_by_dso, strace_trace_report)
 
-RESULTS = Path(__file__).resolve().parent.parent / "results"  # recorded run, read only
-LATEST = json.loads((RESULTS / "latest.json").read_text())
+RESULTS = Path(__file__).resolve().parent.parent / "results"  # recorded runs, read only (18)
+LATEST = json.loads((RESULTS / "pg18" / "latest.json").read_text())
 
 PERF_REPORT = """\
 # To display the perf.data header info, please use --header/--header-only options.
@@ -73,7 +73,7 @@ class PerfReportTest(unittest.TestCase):
                 text = perf_report_text(count_sql(key, LATEST["count"]["n"]), 5,
                                         profile["ns_per_id"], profile["wall_ns_per_id"],
                                         profile["top"])
-                recorded = (RESULTS / f"perf-{key}.txt").read_text().splitlines()
+                recorded = (RESULTS / "pg18" / f"perf-{key}.txt").read_text().splitlines()
                 self.assertEqual(text.splitlines(), recorded[:2 + len(profile["top"])])
 
 
@@ -179,7 +179,7 @@ class CallgrindTest(unittest.TestCase):
 
 
 class StraceTest(unittest.TestCase):
-    RECORDED = (RESULTS / "strace-trace-default.txt").read_text()
+    RECORDED = (RESULTS / "pg18" / "strace-trace-default.txt").read_text()
     # The trace lines the recorded file kept: every reservation-file line and the first sleeps.
     TRACE_LINES = [line for line in RECORDED.splitlines() if line[:1].isdigit()]
 
@@ -213,7 +213,7 @@ class StraceTest(unittest.TestCase):
     def test_report_reproduces_the_recorded_file(self):
         for key, name in (("snowflake", "default"), ("snowflake_wide", "wide")):
             with self.subTest(key=key):
-                recorded_text = (RESULTS / f"strace-trace-{name}.txt").read_text()
+                recorded_text = (RESULTS / "pg18" / f"strace-trace-{name}.txt").read_text()
                 lines = [line for line in recorded_text.splitlines() if line[:1].isdigit()]
                 # The call counts of the whole trace are in latest.json, not in the kept lines.
                 st = LATEST["evidence"]["strace"][key]
