@@ -175,12 +175,7 @@ impl SharedState {
     /// itself. An idle server (no tick used for a window) writes nothing.
     pub fn renew_for_sessions(&self) {
         let ahead_us = i64::from(gucs::RESERVE_AHEAD_MS.get()) * 1_000;
-        let issued = self
-            .slots()
-            .iter()
-            .map(Slot::highest_floor)
-            .max()
-            .unwrap_or(0);
+        let issued = self.slots_high_water();
         // The cluster clock through the monotonic clock only: the worker neither starts the
         // clock nor reads the wall clock, whose steps the sessions observe and count.
         let Some(now) = self
@@ -303,10 +298,17 @@ impl SharedState {
     /// The end of the latest tick any ID used, as far as this server knows: its durable floor
     /// and every worker slot's floors (valid while no backend issues IDs).
     fn issued_high_water(&self) -> i64 {
-        self.slots().iter().map(Slot::highest_floor).fold(
-            self.reservation.floor_unix_us.load(Ordering::Acquire),
-            i64::max,
-        )
+        self.slots_high_water()
+            .max(self.reservation.floor_unix_us.load(Ordering::Acquire))
+    }
+
+    /// The end of the latest tick any slot used (0 if none).
+    fn slots_high_water(&self) -> i64 {
+        self.slots()
+            .iter()
+            .map(Slot::highest_floor)
+            .max()
+            .unwrap_or(0)
     }
 }
 

@@ -51,17 +51,39 @@ pub fn extension_crate_version() -> String {
     panic!("no version in the [package] section of Cargo.toml");
 }
 
+/// Runs `program args…` to completion: its stdout, or on failure a message with its status and
+/// output.
+pub fn command_output(
+    program: impl AsRef<std::ffi::OsStr>,
+    args: &[&str],
+) -> Result<String, String> {
+    let program = program.as_ref();
+    let output = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .map_err(|error| format!("run {}: {error}", program.to_string_lossy()))?;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    if output.status.success() {
+        return Ok(stdout);
+    }
+    Err(format!(
+        "{} {args:?}: {}\nstdout: {stdout}\nstderr: {}",
+        program.to_string_lossy(),
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    ))
+}
+
 /// The package the test command installed for the major under test: `SNOWFLAKE_ID_PACKAGE`,
 /// else where `scripts/build-package.sh` puts it (the Debian package for 15, else the tarball).
 pub fn package_path(version: &str) -> PathBuf {
     if let Ok(path) = std::env::var("SNOWFLAKE_ID_PACKAGE") {
         return PathBuf::from(path);
     }
-    let output = std::process::Command::new("dpkg")
-        .arg("--print-architecture")
-        .output()
-        .expect("run dpkg --print-architecture");
-    let architecture = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    let architecture = command_output("dpkg", &["--print-architecture"])
+        .unwrap_or_else(|failure| panic!("{failure}"))
+        .trim()
+        .to_owned();
     let name = match crate::pg_major() {
         15 => format!("postgresql-15-snowflake-id_{version}_{architecture}.deb"),
         major => format!("snowflake_id-{version}-pg{major}-{architecture}.tar.gz"),

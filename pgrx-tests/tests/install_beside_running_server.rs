@@ -13,46 +13,27 @@
 //! continues above. Finally the package the test command installed is put back as it was.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::thread::sleep;
 use std::time::Duration;
 
 use snowflake_id_cluster_tests::fixtures::{
-    assert_table_consistent, check_runs, count, extension_crate_version, generate_while,
-    insert_batch, package_path, real_now_us, workspace_root, IDS_TABLE,
+    assert_table_consistent, check_runs, command_output, count, extension_crate_version,
+    generate_while, insert_batch, package_path, real_now_us, workspace_root, IDS_TABLE,
 };
 use snowflake_id_cluster_tests::{pg_config, pg_major, Cluster};
 
 /// Runs `program args…`, panicking with its output on failure.
 fn run(program: &Path, args: &[&str]) {
-    if let Err(failure) = try_run(program, args) {
+    if let Err(failure) = command_output(program, args) {
         panic!("{failure}");
     }
-}
-
-/// Runs `program args…`; on failure, returns what it printed.
-fn try_run(program: &Path, args: &[&str]) -> Result<(), String> {
-    let output = Command::new(program)
-        .args(args)
-        .output()
-        .map_err(|error| format!("run {}: {error}", program.display()))?;
-    if output.status.success() {
-        return Ok(());
-    }
-    Err(format!(
-        "{} {args:?}: {}\n{}{}",
-        program.display(),
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    ))
 }
 
 /// Installs `package` with `install_package` of scripts/safe-install.sh.
 fn install_package(package: &Path) -> Result<(), String> {
     let script = workspace_root().join("scripts/safe-install.sh");
-    try_run(
-        Path::new("bash"),
+    command_output(
+        "bash",
         &[
             "-c",
             "source \"$1\" && install_package \"$2\"",
@@ -61,6 +42,7 @@ fn install_package(package: &Path) -> Result<(), String> {
             package.to_str().unwrap(),
         ],
     )
+    .map(drop)
 }
 
 /// The library of the `#[pg_test]` build for this major, as `cargo pgrx test` packaged it

@@ -4,29 +4,20 @@
 //! cluster tests, so they all run against the packaged artifact), and the packaged extension
 //! works on a fresh cluster.
 
-use std::process::Command;
-
 use snowflake_id_cluster_tests::fixtures::{
-    count, extension_crate_version, extension_version, package_path,
+    command_output, count, extension_crate_version, extension_version, package_path,
 };
 use snowflake_id_cluster_tests::{pg_config, pg_major, Cluster};
 
 /// Runs a command, asserts success, returns its stdout.
 fn run(program: &str, args: &[&str]) -> String {
-    let output = Command::new(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|error| panic!("run {program}: {error}"));
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{program} {args:?}: {}\nstdout: {stdout}\nstderr: {}\n(scripts/test.sh builds and installs \
-         the package: bash scripts/build-package.sh {major}, then dpkg -i or tar --extract)",
-        output.status,
-        String::from_utf8_lossy(&output.stderr),
-        major = pg_major(),
-    );
-    stdout
+    command_output(program, args).unwrap_or_else(|failure| {
+        panic!(
+            "{failure}\n(scripts/test.sh builds and installs the package: bash \
+             scripts/build-package.sh {major}, then dpkg -i or tar --extract)",
+            major = pg_major()
+        )
+    })
 }
 
 /// The extension's files in the installation under test: library, control file, install script.

@@ -12,11 +12,11 @@
 //! the two marks, so sessions must wait, and samples must show it.
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use snowflake_id_cluster_tests::fixtures::{
-    assert_table_consistent, check_runs, count, generate_while, stats, workspace_root, IDS_TABLE,
+    assert_table_consistent, check_runs, command_output, count, generate_while, stats,
+    workspace_root, IDS_TABLE,
 };
 use snowflake_id_cluster_tests::Cluster;
 
@@ -28,19 +28,19 @@ fn slow_fsync_library() -> PathBuf {
     let library =
         std::env::temp_dir().join(format!("snowflake-slow-fsync-{}.so", std::process::id()));
     let source = workspace_root().join("pgrx-tests/fixtures/slow_fsync.c");
-    let output = Command::new("cc")
-        .args(["-shared", "-fPIC", "-O2", "-o"])
-        .arg(&library)
-        .arg(&source)
-        .arg("-ldl")
-        .output()
-        .expect("run cc");
-    assert!(
-        output.status.success(),
-        "cc {}: {}",
-        source.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    command_output(
+        "cc",
+        &[
+            "-shared",
+            "-fPIC",
+            "-O2",
+            "-o",
+            library.to_str().unwrap(),
+            source.to_str().unwrap(),
+            "-ldl",
+        ],
+    )
+    .unwrap_or_else(|failure| panic!("{failure}"));
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&library, std::fs::Permissions::from_mode(0o755)).unwrap();
     library
