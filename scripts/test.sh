@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 source scripts/install-deps.sh
 source scripts/install-client-deps.sh
 source scripts/safe-install.sh
+source scripts/install-citus.sh
 LOGS=/tmp/snowflake-test-logs
 rm -rf "$LOGS"
 mkdir -p "$LOGS"
@@ -31,11 +32,16 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
         || install_pg_auto_failover_from_source "$(auto_failover_major_of "$major")"
 done
 
+# Citus for the Citus tests, from the tarball in vendor/citus/ (checked against its SHA-256).
+for major in "${CITUS_PG_MAJORS[@]}"; do
+    install_citus "$major"
+done
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
 step "cargo clippy (PostgreSQL ${SUPPORTED_PG_MAJORS[*]})"
-cargo clippy --workspace --all-targets -- -D warnings
+cargo clippy --workspace --all-targets --features snowflake_id_cluster_tests/citus -- -D warnings
 for major in "${SUPPORTED_PG_MAJORS[@]}"; do
     [ "$major" = 15 ] || cargo clippy --all-targets --no-default-features --features "pg$major" \
         -- -D warnings
@@ -70,6 +76,12 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
         DUMP_FROM_PG_CONFIG=$(pg_config_of 15) \
         run_step "PostgreSQL $major: whole-cluster tests (pgrx-tests/)" \
         "$LOGS/pg$major-cluster-test.log" cargo test -p snowflake_id_cluster_tests --no-fail-fast
+    if [[ " ${CITUS_PG_MAJORS[*]} " == *" $major "* ]]; then
+        PG_CONFIG=$(pg_config_of "$major") \
+            run_step "PostgreSQL $major: Citus $CITUS_VERSION cluster tests (pgrx-tests/tests/citus.rs)" \
+            "$LOGS/pg$major-citus-test.log" \
+            cargo test -p snowflake_id_cluster_tests --features citus --test citus -- --nocapture
+    fi
 done
 
 # "passed failed" of a cargo test log (its "test result:" lines) ...
@@ -99,6 +111,10 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
     report "PostgreSQL $major pg_test" "$passed" "$failed"
     read -r passed failed < <(count_cargo "$LOGS/pg$major-cluster-test.log")
     report "PostgreSQL $major cluster tests" "$passed" "$failed"
+    if [[ " ${CITUS_PG_MAJORS[*]} " == *" $major "* ]]; then
+        read -r passed failed < <(count_cargo "$LOGS/pg$major-citus-test.log")
+        report "PostgreSQL $major Citus tests" "$passed" "$failed"
+    fi
     echo "PostgreSQL $major package:       $(tail -n 1 "$LOGS/pg$major-package.log")"
 done
 # A step that failed before reporting any failed test (a build error, say) counts as one.

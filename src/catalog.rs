@@ -3,6 +3,7 @@
 //! `sequence_cache` notices it).
 
 use pgrx::prelude::*;
+use pgrx::spi::SpiHeapTupleData;
 use snowflake_id_core::layout::Layout;
 
 use crate::errors;
@@ -25,8 +26,13 @@ impl CatalogTable {
 // operator and type by schema (or uses SQL syntax that always means pg_catalog's): an object in
 // a schema the caller put first can neither change the answer nor call back into the extension.
 
-/// Finds the catalog table of this database's extension.
+/// Finds the catalog table of this database's extension; raises 42704 when it is not installed.
 pub fn locate() -> CatalogTable {
+    find().unwrap_or_else(|| errors::extension_not_installed().raise())
+}
+
+/// The catalog table of this database's extension, or None when it is not installed here.
+pub fn find() -> Option<CatalogTable> {
     // A read-only select: Spi::get_* would mark the transaction as writing and take a
     // transaction id, which a hot standby or a parallel worker cannot do.
     let found = Spi::connect(|client| {
@@ -44,39 +50,47 @@ pub fn locate() -> CatalogTable {
         }
         table.first().get_two::<String, pg_sys::Oid>().map(Some)
     });
-    let Ok(Some((Some(schema), Some(oid)))) = found else {
-        errors::extension_not_installed().raise()
+    match found {
+        Ok(Some((Some(schema), Some(oid)))) => Some(CatalogTable { schema, oid }),
+        _ => None,
+    }
+}
+
+/// The columns of a catalog row that make its layout, in the order `layout_of_row` reads them
+/// from ordinal `first` on.
+const LAYOUT_COLUMNS: &str =
+    "time_bits, node_bits, worker_bits, sequence_bits, gene_bits, time_unit_us, epoch";
+
+/// The layout in the `LAYOUT_COLUMNS` of `row`, starting at ordinal `first`.
+fn layout_of_row(row: &SpiHeapTupleData, first: usize) -> Result<Layout, pgrx::spi::Error> {
+    let width = |ordinal| -> Result<u8, pgrx::spi::Error> {
+        Ok(row.get::<i32>(ordinal)?.unwrap_or(-1).clamp(0, 255) as u8)
     };
-    CatalogTable { schema, oid }
+    Ok(Layout {
+        time_bits: width(first)?,
+        node_bits: width(first + 1)?,
+        worker_bits: width(first + 2)?,
+        sequence_bits: width(first + 3)?,
+        gene_bits: width(first + 4)?,
+        time_unit_us: row.get::<i64>(first + 5)?.unwrap_or(0),
+        epoch_unix_us: row
+            .get::<TimestampWithTimeZone>(first + 6)?
+            .map_or(i64::MIN, timestamps::unix_us),
+    })
 }
 
 /// The layout of sequence `name`, or None when no such sequence exists.
 pub fn load_layout(catalog: &CatalogTable, name: &str) -> Option<Layout> {
     let query = format!(
-        "SELECT time_bits, node_bits, worker_bits, sequence_bits, gene_bits, time_unit_us, epoch \
-         FROM {}.snowflake_sequence_catalog WHERE name OPERATOR(pg_catalog.=) $1",
+        "SELECT {LAYOUT_COLUMNS} FROM {}.snowflake_sequence_catalog \
+         WHERE name OPERATOR(pg_catalog.=) $1",
         catalog.schema
     );
     let layout = Spi::connect(|client| {
-        let table = client.select(&query, Some(1), &[name.into()])?;
-        if table.is_empty() {
+        let Some(row) = client.select(&query, Some(1), &[name.into()])?.next() else {
             return Ok(None);
-        }
-        let row = table.first();
-        let width = |ordinal| -> Result<u8, pgrx::spi::Error> {
-            Ok(row.get::<i32>(ordinal)?.unwrap_or(-1).clamp(0, 255) as u8)
         };
-        Ok::<_, pgrx::spi::Error>(Some(Layout {
-            time_bits: width(1)?,
-            node_bits: width(2)?,
-            worker_bits: width(3)?,
-            sequence_bits: width(4)?,
-            gene_bits: width(5)?,
-            time_unit_us: row.get::<i64>(6)?.unwrap_or(0),
-            epoch_unix_us: row
-                .get::<TimestampWithTimeZone>(7)?
-                .map_or(i64::MIN, timestamps::unix_us),
-        }))
+        layout_of_row(&row, 1).map(Some)
     })
     .unwrap_or_else(|error| {
         errors::internal(format!(
@@ -88,6 +102,28 @@ pub fn load_layout(catalog: &CatalogTable, name: &str) -> Option<Layout> {
         errors::stored_layout_invalid(name, &problem).raise();
     }
     Some(layout)
+}
+
+/// Every sequence of the catalog: name, preset and layout, in name order.
+pub fn all_sequences(catalog: &CatalogTable) -> Vec<(String, String, Layout)> {
+    let query = format!(
+        "SELECT name, COALESCE(preset, ''), {LAYOUT_COLUMNS} \
+         FROM {}.snowflake_sequence_catalog ORDER BY name",
+        catalog.schema
+    );
+    Spi::connect(|client| {
+        client
+            .select(&query, None, &[])?
+            .map(|row| {
+                let name = row.get::<String>(1)?.unwrap_or_default();
+                let preset = row.get::<String>(2)?.unwrap_or_default();
+                Ok((name, preset, layout_of_row(&row, 3)?))
+            })
+            .collect::<Result<Vec<_>, pgrx::spi::Error>>()
+    })
+    .unwrap_or_else(|error| {
+        errors::internal(format!("could not read the snowflake sequences: {error}")).raise()
+    })
 }
 
 /// Inserts a validated layout; raises 42710 when the name is taken.

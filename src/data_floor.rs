@@ -7,12 +7,14 @@
 use pgrx::prelude::*;
 use snowflake_id_core::layout::Layout;
 
+use crate::citus;
 use crate::errors;
 use crate::shared_memory;
 
 /// Raises the durable floor above the largest ID of `sequence` stored in this database.
 pub fn raise_above_stored_ids(sequence: &str, layout: &Layout) {
-    let Some(highest) = as_superuser(|| highest_stored_id(sequence)) else {
+    let citus = citus::role() != citus::Role::Standalone;
+    let Some(highest) = as_superuser(|| highest_stored_id(sequence, citus)) else {
         return;
     };
     // A value the layout cannot have made (e.g. a serial value from before a conversion
@@ -46,21 +48,30 @@ fn as_superuser<T>(f: impl FnOnce() -> T) -> T {
 
 /// The largest value in the indexed `bigint` columns whose default calls
 /// `snowflake_nextval('<sequence>'…)`. Every name is schema-qualified, as this runs under the
-/// caller's search_path.
-fn highest_stored_id(sequence: &str) -> Option<i64> {
+/// caller's search_path. With `citus`, Citus's distributed and reference tables are left out:
+/// their own relations hold no rows, and reading them would run a distributed query from
+/// inside the statement that asked for an ID (docs/design.md §9).
+fn highest_stored_id(sequence: &str, citus: bool) -> Option<i64> {
     // How the default reads back (`pg_get_expr`): with the name as a text constant, or, for
     // 'default', also with no argument at all (the stored call keeps the argument omitted).
     let call = format!("snowflake_nextval('{}'::text", sequence.replace('\'', "''"));
     let bare_call = (sequence == "default").then_some("snowflake_nextval()");
+    let not_citus_table = if citus {
+        "AND NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
+                          WHERE p.logicalrelid OPERATOR(pg_catalog.=) d.adrelid)"
+    } else {
+        ""
+    };
     Spi::connect(|client| {
         let queries = client.select(
-            "SELECT pg_catalog.format('SELECT pg_catalog.max(%I) FROM %s', a.attname,
+            &format!(
+                "SELECT pg_catalog.format('SELECT pg_catalog.max(%I) FROM %s', a.attname,
                                       d.adrelid::pg_catalog.regclass)
                FROM pg_catalog.pg_attrdef d
                JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) d.adrelid
                                              AND a.attnum OPERATOR(pg_catalog.=) d.adnum
                JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) d.adrelid
-              WHERE c.relkind OPERATOR(pg_catalog.=) ANY ('{r,p}'::pg_catalog.\"char\"[])
+              WHERE c.relkind OPERATOR(pg_catalog.=) ANY ('{{r,p}}'::pg_catalog.\"char\"[])
                 AND NOT a.attisdropped
                 AND a.atttypid OPERATOR(pg_catalog.=) 'pg_catalog.int8'::pg_catalog.regtype
                 AND (pg_catalog.strpos(pg_catalog.pg_get_expr(d.adbin, d.adrelid), $1)
@@ -70,7 +81,9 @@ fn highest_stored_id(sequence: &str) -> Option<i64> {
                 AND EXISTS (SELECT FROM pg_catalog.pg_index i
                              WHERE i.indrelid OPERATOR(pg_catalog.=) d.adrelid
                                AND i.indpred IS NULL
-                               AND i.indkey[0] OPERATOR(pg_catalog.=) a.attnum)",
+                               AND i.indkey[0] OPERATOR(pg_catalog.=) a.attnum)
+                {not_citus_table}"
+            ),
             None,
             &[call.as_str().into(), bare_call.into()],
         )?;

@@ -157,6 +157,34 @@ pub fn sequence_exists(sequence: &str) -> Error {
     )
 }
 
+pub fn citus_worker_cannot_change_sequences(function: &str, sequence: &str) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        format!("{function}(\"{sequence}\") must run on the Citus coordinator, not on a worker"),
+        Some(
+            "Connect to the coordinator and run it there: it applies the change to every node \
+             in the same transaction."
+                .into(),
+        ),
+    )
+}
+
+/// `nodes`: where the other layout is ("this Citus worker", or the workers' host:port list).
+pub fn citus_sequence_differs(sequence: &str, extension_schema: &str, nodes: &str) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_DUPLICATE_OBJECT,
+        format!(
+            "snowflake sequence \"{sequence}\" exists with another layout than on the \
+             coordinator on {nodes}"
+        ),
+        Some(format!(
+            "Compare the fingerprints in {extension_schema}.snowflake_sequences on both nodes. If \
+             that sequence made no IDs you keep, remove it there with SELECT \
+             {extension_schema}.snowflake_citus_forget_sequence('{sequence}') and try again."
+        )),
+    )
+}
+
 pub fn cannot_drop_default() -> Error {
     Error::new(
         PgSqlErrorCode::ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST,

@@ -3,12 +3,13 @@
 //! This crate is the PostgreSQL glue only (docs/design.md §7); everything that decides an ID's
 //! value is in the pure core crate `snowflake_id_core` (crates/snowflake_id_core).
 //! Glue files, named by what they face: `gucs`, `shared_memory`, `wal`, `catalog`,
-//! `sequence_cache`, `data_floor`, `backend`, `sql_api`, `timestamps`, `errors`.
+//! `sequence_cache`, `data_floor`, `backend`, `citus`, `sql_api`, `timestamps`, `errors`.
 
 use pgrx::prelude::*;
 
 mod backend;
 mod catalog;
+mod citus;
 mod data_floor;
 mod errors;
 mod gucs;
@@ -48,6 +49,16 @@ pgrx::extension_sql_file!(
         sql_api::snowflake_from_base32
     ]
 );
+// Version 0.4.0's additions (Citus), likewise part of a fresh install.
+pgrx::extension_sql_file!(
+    "../sql/snowflake_id--0.3.0--0.4.0.sql",
+    name = "citus",
+    requires = [
+        "durable_floor_and_hardening",
+        sql_api::snowflake_citus_receive_sequence,
+        sql_api::snowflake_citus_forget_sequence
+    ]
+);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
@@ -66,6 +77,7 @@ pub extern "C-unwind" fn _PG_init() {
     gucs::register();
     wal::register();
     shared_memory::install_hooks();
+    citus::install_hooks();
     reservation_worker::register();
 }
 

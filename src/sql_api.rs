@@ -10,6 +10,7 @@ use snowflake_id_core::slots;
 
 use crate::backend;
 use crate::catalog;
+use crate::citus;
 use crate::errors;
 use crate::shared_memory;
 use crate::timestamps::{self, unix_us};
@@ -184,6 +185,8 @@ fn snowflake_create_sequence(
 ) {
     shared_memory::state();
     let name = checked_name(name);
+    let citus = citus::role();
+    citus.refuse_on_worker("snowflake_create_sequence", name);
     let options = SequenceOptions {
         preset,
         epoch_unix_us: epoch.map(unix_us),
@@ -202,7 +205,9 @@ fn snowflake_create_sequence(
         .resolve(|| shared_memory::state().read_clock().now_unix_us)
         .unwrap_or_else(|problem| errors::invalid_options(name, &problem).raise());
     let preset = options.preset.unwrap_or_default(); // resolve() refused a NULL preset
-    catalog::insert(&backend::catalog_table(), name, preset, &layout);
+    let catalog = backend::catalog_table();
+    catalog::insert(&catalog, name, preset, &layout);
+    citus.propagate_create(&catalog, name, preset, &layout);
 }
 
 /// Drops a named sequence. IDs it issued stay valid numbers, but can no longer be decoded
@@ -214,10 +219,64 @@ fn snowflake_drop_sequence(name: &str) {
     if name == "default" {
         errors::cannot_drop_default().raise();
     }
+    let citus = citus::role();
+    citus.refuse_on_worker("snowflake_drop_sequence", name);
     let catalog = backend::catalog_table();
     if !catalog::delete(&catalog, name) {
         errors::sequence_not_found(name, &catalog.schema).raise();
     }
+    citus.propagate_drop(&catalog, name);
+}
+
+/// Citus only (docs/design.md §9): what the coordinator sends a worker so that it has sequence
+/// `name` with this layout. Creates it when absent; an equal layout is left as it is; another
+/// layout is refused (42710), failing the coordinator's transaction on every node.
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn snowflake_citus_receive_sequence(
+    name: &str,
+    preset: &str,
+    epoch_unix_us: i64,
+    time_unit_us: i64,
+    time_bits: i32,
+    node_bits: i32,
+    worker_bits: i32,
+    sequence_bits: i32,
+    gene_bits: i32,
+) {
+    shared_memory::state();
+    let name = checked_name(Some(name));
+    let width = |bits: i32| u8::try_from(bits).unwrap_or(u8::MAX);
+    let layout = Layout {
+        time_bits: width(time_bits),
+        node_bits: width(node_bits),
+        worker_bits: width(worker_bits),
+        sequence_bits: width(sequence_bits),
+        gene_bits: width(gene_bits),
+        time_unit_us,
+        epoch_unix_us,
+    };
+    if let Err(problem) = layout.validate() {
+        errors::stored_layout_invalid(name, &problem).raise();
+    }
+    let catalog = backend::catalog_table();
+    match catalog::load_layout(&catalog, name) {
+        None => catalog::insert(&catalog, name, preset, &layout),
+        Some(existing) if existing == layout => {}
+        Some(_) => {
+            errors::citus_sequence_differs(name, &catalog.schema, "this Citus worker").raise()
+        }
+    }
+}
+
+/// Citus only (docs/design.md §9): what the coordinator sends a worker when it drops sequence
+/// `name`. Deletes it if this node has it.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn snowflake_citus_forget_sequence(name: &str) {
+    shared_memory::state();
+    catalog::delete(&backend::catalog_table(), name);
 }
 
 /// One row per worker slot in use; the `snowflake_workers` view names the database.

@@ -324,6 +324,8 @@ fn generate_call(cases: &mut Cases, arguments: &Arguments) -> (String, bool) {
                 "SELECT * FROM snowflake_worker_slots()",
                 "SELECT * FROM snowflake_workers",
                 "SELECT * FROM snowflake_sequences",
+                // Without Citus: 55000.
+                "SELECT * FROM snowflake_citus_node_ids()",
             ]);
             (query.to_owned(), false)
         }

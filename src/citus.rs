@@ -1,0 +1,269 @@
+//! Citus (docs/design.md §9): in a Citus cluster, snowflake sequences are cluster-wide. The
+//! coordinator's catalog is the source. Creating or dropping a sequence there applies the same
+//! change on every worker in the same transaction: Citus sends the command over its
+//! transactional connections and commits all nodes by two-phase commit, so a rollback leaves
+//! no node changed. A worker that joins later (`citus_add_node`, `citus_activate_node`, …)
+//! receives every sequence in the transaction that activates it. Workers refuse to create or
+//! drop sequences on their own.
+
+use std::ffi::CStr;
+
+use pgrx::prelude::*;
+use pgrx::spi::quote_literal;
+use snowflake_id_core::layout::Layout;
+
+use crate::catalog::{self, CatalogTable};
+use crate::errors;
+
+/// What this database is in a Citus cluster.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Role {
+    /// Citus is not installed in this database.
+    Standalone,
+    /// Citus's group 0: the coordinator (or a single Citus node), which propagates changes.
+    Coordinator,
+    /// Any other group: a worker, which takes its sequences from the coordinator.
+    Worker,
+}
+
+/// This database's role, read from Citus's metadata (`pg_dist_local_group`).
+pub fn role() -> Role {
+    let group = Spi::connect(|client| {
+        let citus = client.select(
+            "SELECT FROM pg_catalog.pg_extension \
+             WHERE extname OPERATOR(pg_catalog.=) 'citus'::pg_catalog.name",
+            Some(1),
+            &[],
+        )?;
+        if citus.is_empty() {
+            return Ok(None);
+        }
+        client
+            .select(
+                "SELECT groupid FROM pg_catalog.pg_dist_local_group",
+                Some(1),
+                &[],
+            )?
+            .first()
+            .get_one::<i32>()
+    })
+    .unwrap_or_else(|error| {
+        errors::internal(format!("could not read Citus's node metadata: {error}")).raise()
+    });
+    match group {
+        None => Role::Standalone,
+        Some(0) => Role::Coordinator,
+        Some(_) => Role::Worker,
+    }
+}
+
+impl Role {
+    /// Raises 0A000 on a worker: `function` changes sequences on the coordinator only.
+    pub fn refuse_on_worker(self, function: &str, sequence: &str) {
+        if self == Role::Worker {
+            errors::citus_worker_cannot_change_sequences(function, sequence).raise();
+        }
+    }
+
+    /// On the coordinator, gives every worker the sequence just created here. A worker that has
+    /// one of that name with another layout is named in a 42710 first: the worker would refuse
+    /// it anyway, but Citus reports a failed command on a worker only as a failed connection.
+    pub fn propagate_create(
+        self,
+        catalog: &CatalogTable,
+        name: &str,
+        preset: &str,
+        layout: &Layout,
+    ) {
+        if self == Role::Coordinator {
+            if let Some(workers) = workers_with_another_layout(catalog, name) {
+                errors::citus_sequence_differs(name, &catalog.schema, &workers).raise();
+            }
+            send_to_workers(&receive_command(catalog, name, preset, layout));
+        }
+    }
+
+    /// On the coordinator, drops the sequence just dropped here on every worker.
+    pub fn propagate_drop(self, catalog: &CatalogTable, name: &str) {
+        if self == Role::Coordinator {
+            send_to_workers(&format!(
+                "SELECT {}.snowflake_citus_forget_sequence({})",
+                catalog.schema,
+                quote_literal(name)
+            ));
+        }
+    }
+}
+
+/// The workers ("host:port, …") whose sequence `name` has another fingerprint than this node's,
+/// read through Citus's `run_command_on_workers` (its own connections: a plain read).
+fn workers_with_another_layout(catalog: &CatalogTable, name: &str) -> Option<String> {
+    let fingerprint = format!(
+        "SELECT fingerprint FROM {}.snowflake_sequences WHERE name OPERATOR(pg_catalog.=) {}",
+        catalog.schema,
+        quote_literal(name)
+    );
+    Spi::connect(|client| {
+        client
+            .select(
+                &format!(
+                    "SELECT pg_catalog.string_agg(pg_catalog.format('%s:%s', w.nodename, w.nodeport), ', ')
+                       FROM pg_catalog.run_command_on_workers($1) AS w
+                      WHERE w.success AND w.result OPERATOR(pg_catalog.<>) ''
+                        AND w.result OPERATOR(pg_catalog.<>) ({fingerprint})"
+                ),
+                Some(1),
+                &[fingerprint.as_str().into()],
+            )?
+            .first()
+            .get_one::<String>()
+    })
+    .unwrap_or_else(|error| {
+        errors::internal(format!("could not read the Citus workers' sequences: {error}")).raise()
+    })
+}
+
+/// The command that gives a worker sequence `name` with `layout`
+/// (`snowflake_citus_receive_sequence`, in the extension's schema, which Citus makes the same
+/// on every node).
+fn receive_command(catalog: &CatalogTable, name: &str, preset: &str, layout: &Layout) -> String {
+    format!(
+        "SELECT {}.snowflake_citus_receive_sequence({}, {}, {}, {}, {}, {}, {}, {}, {})",
+        catalog.schema,
+        quote_literal(name),
+        quote_literal(preset),
+        layout.epoch_unix_us,
+        layout.time_unit_us,
+        layout.time_bits,
+        layout.node_bits,
+        layout.worker_bits,
+        layout.sequence_bits,
+        layout.gene_bits,
+    )
+}
+
+/// Gives every worker every sequence of this database's catalog (those it has already are
+/// checked to be equal). Run when a worker is activated; does nothing without the extension
+/// or off the coordinator.
+fn push_all_sequences() {
+    if role() != Role::Coordinator {
+        return;
+    }
+    let Some(catalog) = catalog::find() else {
+        return;
+    };
+    let commands: Vec<String> = catalog::all_sequences(&catalog)
+        .iter()
+        .map(|(name, preset, layout)| receive_command(&catalog, name, preset, layout))
+        .collect();
+    send_to_workers(&commands.join(";\n"));
+}
+
+/// Runs `command` on every other active primary node of the Citus cluster (from the
+/// coordinator: every worker), inside the current transaction. It goes through Citus's
+/// `execute_command_on_remote_nodes_as_user(query, username)`, a version-1 C function of Citus
+/// 13 and 14 (exported by its library, not declared in SQL): it sends the command on Citus's
+/// transactional connections, marks the transaction for two-phase commit, and the workers
+/// commit or roll back with it.
+fn send_to_workers(command: &str) {
+    // SAFETY: Citus is installed in this database (the caller checked its role), so its
+    // library is loaded, and the symbol is a version-1 function taking (text, text) and
+    // returning void. pg_sys's DirectFunctionCall2Coll turns an ERROR it raises into this
+    // statement's error. GetUserNameFromId returns a palloc'd name of the current user (the
+    // owner inside SECURITY DEFINER functions: Citus connects as that superuser).
+    unsafe {
+        let symbol = pg_sys::load_external_function(
+            c"$libdir/citus".as_ptr(),
+            c"execute_command_on_remote_nodes_as_user".as_ptr(),
+            true,
+            std::ptr::null_mut(),
+        );
+        let function: unsafe extern "C-unwind" fn(pg_sys::FunctionCallInfo) -> pg_sys::Datum =
+            std::mem::transmute(symbol);
+        let user = CStr::from_ptr(pg_sys::GetUserNameFromId(pg_sys::GetUserId(), false));
+        pg_sys::DirectFunctionCall2Coll(
+            Some(function),
+            pg_sys::InvalidOid,
+            command.into_datum().expect("text datum"),
+            user.to_string_lossy()
+                .as_ref()
+                .into_datum()
+                .expect("text datum"),
+        );
+    }
+}
+
+// Workers that join later. Citus activates a node in the transaction of the function call that
+// adds it; PostgreSQL's function-manager hooks let the extension act right after such a call
+// returns, inside that transaction: it pushes every sequence to the workers (the new one
+// included), so the new node commits with the sequences or not at all.
+
+/// Citus's functions (in pg_catalog) that activate a worker and sync its metadata.
+const NODE_ACTIVATORS: [&CStr; 6] = [
+    c"citus_add_node",
+    c"citus_activate_node",
+    c"master_add_node",
+    c"master_activate_node",
+    c"start_metadata_sync_to_node",
+    c"start_metadata_sync_to_all_nodes",
+];
+
+static mut PREVIOUS_NEEDS_FMGR_HOOK: pg_sys::needs_fmgr_hook_type = None;
+static mut PREVIOUS_FMGR_HOOK: pg_sys::fmgr_hook_type = None;
+
+/// Installs the function-manager hooks (from `_PG_init`, while preloading).
+pub fn install_hooks() {
+    // SAFETY: `_PG_init` runs once per process before any query; the previous hooks are kept
+    // and called, so other extensions' hooks keep working.
+    unsafe {
+        PREVIOUS_NEEDS_FMGR_HOOK = pg_sys::needs_fmgr_hook;
+        pg_sys::needs_fmgr_hook = Some(needs_fmgr_hook);
+        PREVIOUS_FMGR_HOOK = pg_sys::fmgr_hook;
+        pg_sys::fmgr_hook = Some(fmgr_hook);
+    }
+}
+
+/// Whether `function` is one of Citus's node activators. Called for every non-built-in
+/// function PostgreSQL looks up, so it does one syscache read for functions outside pg_catalog.
+fn is_node_activator(function: pg_sys::Oid) -> bool {
+    // SAFETY: syscache reads inside a transaction (PostgreSQL looks functions up only there);
+    // the name is a palloc'd copy, freed here.
+    unsafe {
+        if pg_sys::get_func_namespace(function) != pg_sys::Oid::from(pg_sys::PG_CATALOG_NAMESPACE) {
+            return false;
+        }
+        let name = pg_sys::get_func_name(function);
+        if name.is_null() {
+            return false;
+        }
+        let found = NODE_ACTIVATORS.contains(&CStr::from_ptr(name));
+        pg_sys::pfree(name.cast());
+        found
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn needs_fmgr_hook(function: pg_sys::Oid) -> bool {
+    // SAFETY: the previous hook was installed by another library for this same call.
+    let previous =
+        unsafe { PREVIOUS_NEEDS_FMGR_HOOK }.is_some_and(|previous| unsafe { previous(function) });
+    previous || is_node_activator(function)
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn fmgr_hook(
+    event: pg_sys::FmgrHookEventType::Type,
+    flinfo: *mut pg_sys::FmgrInfo,
+    private: *mut pg_sys::Datum,
+) {
+    // SAFETY: passes PostgreSQL's own arguments on to the previous hook.
+    if let Some(previous) = unsafe { PREVIOUS_FMGR_HOOK } {
+        unsafe { previous(event, flinfo, private) };
+    }
+    // SAFETY: PostgreSQL passes the FmgrInfo of the function being called.
+    if event == pg_sys::FmgrHookEventType::FHET_END
+        && is_node_activator(unsafe { (*flinfo).fn_oid })
+    {
+        push_all_sequences();
+    }
+}
