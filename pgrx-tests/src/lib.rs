@@ -42,6 +42,8 @@ pub struct ClusterBuilder {
     /// libfaketime's offset at start, when the server runs under it.
     faketime: Option<String>,
     wal_archive: bool,
+    /// The cluster directory lives on the memory file system (`MEMORY_FILE_SYSTEM`).
+    in_memory: bool,
     /// The bin directory of the installation a fresh cluster runs on (default: `PG_CONFIG`'s).
     installation: Option<PathBuf>,
     origin: Origin,
@@ -110,6 +112,14 @@ impl ClusterBuilder {
         self
     }
 
+    /// Puts the cluster directory on the memory file system (`/dev/shm`), where an fsync costs
+    /// nothing: the server's fsyncs then take just what the test adds (a delay through
+    /// `LD_PRELOAD`), not whatever the machine's disk does at that moment.
+    pub fn in_memory(mut self) -> Self {
+        self.in_memory = true;
+        self
+    }
+
     /// Runs a fresh cluster on the installation of `pg_config` (another major than the one the
     /// tests run on, e.g. the old cluster of a pg_upgrade across majors).
     pub fn installation(mut self, pg_config: &str) -> Self {
@@ -127,7 +137,16 @@ impl ClusterBuilder {
     /// Creates the cluster (initdb, base backup or restore) and its configuration without
     /// starting it (e.g. as the new cluster of [`Cluster::upgrade_from`]).
     pub fn create(self) -> Cluster {
-        let dir = new_cluster_dir();
+        let dir = if self.in_memory {
+            let memory = Path::new(MEMORY_FILE_SYSTEM);
+            assert!(
+                memory.is_dir(),
+                "{MEMORY_FILE_SYSTEM} does not exist: this test needs a memory file system"
+            );
+            new_cluster_dir_in(memory)
+        } else {
+            new_cluster_dir()
+        };
         let mut environment = self.environment;
         let faketime_file = self.faketime.map(|offset| {
             let (file, variables) = faketime_environment(&dir, "faketime.rc", &offset);
@@ -255,9 +274,13 @@ fn write_fake_time(file: &Path, offset: &str) {
 
 /// A fresh, empty directory for one cluster under the system temp dir.
 fn new_cluster_dir() -> PathBuf {
+    new_cluster_dir_in(&std::env::temp_dir())
+}
+
+/// A fresh, empty directory for one cluster under `parent`.
+fn new_cluster_dir_in(parent: &Path) -> PathBuf {
     let number = NEXT_CLUSTER.fetch_add(1, Ordering::Relaxed);
-    let dir =
-        std::env::temp_dir().join(format!("snowflake-cluster-{}-{number}", std::process::id()));
+    let dir = parent.join(format!("snowflake-cluster-{}-{number}", std::process::id()));
     if dir.exists() {
         std::fs::remove_dir_all(&dir).expect("remove stale cluster directory");
     }
@@ -308,6 +331,8 @@ pub struct Cluster {
 }
 
 const SERVER_USER: &str = "postgres";
+/// A tmpfs on Debian (and every Linux with glibc's POSIX shared memory).
+const MEMORY_FILE_SYSTEM: &str = "/dev/shm";
 const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
 
 impl Cluster {
@@ -318,6 +343,7 @@ impl Cluster {
             environment: Vec::new(),
             faketime: None,
             wal_archive: false,
+            in_memory: false,
             installation: None,
             origin: Origin::Initdb,
         }

@@ -3,8 +3,11 @@
 //! others go on under the current one; a backend waits only when less than half a window is left,
 //! which steady load never reaches.
 //!
-//! The server runs on a deliberately slow disk: every fsync() and fdatasync() of its processes
-//! sleeps 20 ms first (`fixtures/slow_fsync.c`, LD_PRELOAD), and `fsync = on`. Four sessions
+//! The server runs on a deliberately slow disk of known speed: its data directory is on the
+//! memory file system, where a real fsync costs nothing, and every fsync() and fdatasync() of its
+//! processes sleeps 20 ms first (`fixtures/slow_fsync.c`, LD_PRELOAD), with `fsync = on`. (On the
+//! machine's own disk, one stall of a few hundred ms, as CI once met, is a wait the design allows:
+//! `reserve_ahead` must stay well above a renewal's time.) Four sessions
 //! generate while another samples `pg_stat_activity` as fast as it can. With the default
 //! `snowflake.reserve_ahead` (1 s) no sample may show a backend waiting on the extension's LWLock
 //! (wait event `LWLock` / `snowflake_id`). A control phase shows the sampler would see such waits:
@@ -91,6 +94,7 @@ fn generate_and_sample(cluster: &Cluster) -> (usize, Duration, Duration, i64, Wa
 fn no_session_waits_on_the_reservation_with_a_slow_fsync() {
     let library = slow_fsync_library();
     let cluster = Cluster::builder()
+        .in_memory()
         .server_env("LD_PRELOAD", library.to_str().unwrap())
         .server_env("SLOW_FSYNC_US", FSYNC_DELAY_US)
         .setting("fsync = on")
