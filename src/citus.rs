@@ -211,8 +211,17 @@ const NODE_ACTIVATORS: [&CStr; 6] = [
 static mut PREVIOUS_NEEDS_FMGR_HOOK: pg_sys::needs_fmgr_hook_type = None;
 static mut PREVIOUS_FMGR_HOOK: pg_sys::fmgr_hook_type = None;
 
-/// Installs the function-manager hooks (from `_PG_init`, while preloading).
+/// Installs the function-manager hooks (from `_PG_init`, while preloading) when Citus is
+/// preloaded too. Without it no node can be activated, and the hooks would only cost every
+/// lookup of a function outside the built-ins a syscache read.
 pub fn install_hooks() {
+    // SAFETY: the GUC's string is set before preloading begins and not changed during it.
+    let libraries = unsafe { pg_sys::shared_preload_libraries_string };
+    // SAFETY: a non-null GUC string is a NUL-terminated C string.
+    if libraries.is_null() || !lists_citus(&unsafe { CStr::from_ptr(libraries) }.to_string_lossy())
+    {
+        return;
+    }
     // SAFETY: `_PG_init` runs once per process before any query; the previous hooks are kept
     // and called, so other extensions' hooks keep working.
     unsafe {
@@ -221,6 +230,16 @@ pub fn install_hooks() {
         PREVIOUS_FMGR_HOOK = pg_sys::fmgr_hook;
         pg_sys::fmgr_hook = Some(fmgr_hook);
     }
+}
+
+/// Whether the library list `libraries` (`shared_preload_libraries`: comma-separated, each
+/// maybe quoted, a path or a name, with or without `.so`) names Citus.
+pub fn lists_citus(libraries: &str) -> bool {
+    libraries.split(',').any(|entry| {
+        let entry = entry.trim().trim_matches('"');
+        let file = entry.rsplit('/').next().unwrap_or(entry);
+        file.strip_suffix(".so").unwrap_or(file) == "citus"
+    })
 }
 
 /// Whether `function` is one of Citus's node activators. Called for every non-built-in

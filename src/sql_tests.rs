@@ -762,4 +762,22 @@ mod tests {
              WHERE snowflake_to_base32(id) = (SELECT snowflake_to_base32(max(id)) FROM t_b32)"
         ));
     }
+
+    #[pg_test]
+    fn function_lookups_are_hooked_only_when_citus_is_preloaded() {
+        // This server preloads snowflake_id alone: no lookup pays for the Citus hooks.
+        // SAFETY: reads a hook global that only _PG_init functions write.
+        assert!(unsafe { pg_sys::needs_fmgr_hook }.is_none());
+        assert!(unsafe { pg_sys::fmgr_hook }.is_none());
+        for (libraries, citus) in [
+            ("citus,snowflake_id", true),
+            ("\"$libdir/citus\" , snowflake_id", true),
+            ("citus.so", true),
+            ("snowflake_id", false),
+            ("citus_columnar, pg_stat_statements", false),
+            ("", false),
+        ] {
+            assert_eq!(crate::citus::lists_citus(libraries), citus, "{libraries}");
+        }
+    }
 }

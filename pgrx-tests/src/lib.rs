@@ -24,7 +24,7 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-pub use postgres::{Client, Error as PgError, NoTls};
+pub use postgres::{Client, Error as PgError, NoTls, Row};
 
 pub mod auto_failover;
 pub mod fixtures;

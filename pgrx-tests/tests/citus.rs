@@ -15,7 +15,7 @@ use std::thread;
 use std::time::Instant;
 
 use snowflake_id_cluster_tests::fixtures::{column, count, fingerprint, rate};
-use snowflake_id_cluster_tests::{error_parts, Client, Cluster};
+use snowflake_id_cluster_tests::{error_parts, Client, Cluster, Row};
 
 /// `postgresql.conf` of every Citus node. Citus must be loaded first; its nodes talk to each
 /// other over TCP on 127.0.0.1 (initdb's pg_hba trusts it); its two-phase commit needs prepared
@@ -390,40 +390,40 @@ fn write_path(
 /// workers (Citus pushes the query down to the shards).
 fn nodes_by_path(client: &mut Client) -> BTreeMap<String, BTreeMap<i32, i64>> {
     let mut nodes: BTreeMap<String, BTreeMap<i32, i64>> = BTreeMap::new();
-    for table in TABLES {
-        for row in client
-            .query(
-                &format!(
-                    "SELECT path, (snowflake_decode(id, 'events')).node, count(*)
-                     FROM {table} GROUP BY 1, 2"
-                ),
-                &[],
-            )
-            .unwrap()
-        {
-            *nodes
-                .entry(row.get(0))
-                .or_default()
-                .entry(row.get(1))
-                .or_default() += row.get::<_, i64>(2);
-        }
+    let select = "SELECT path, (snowflake_decode(id, 'events')).node, count(*) FROM {table} \
+                  GROUP BY 1, 2";
+    for (_, row) in rows_of_every_table(client, select) {
+        *nodes
+            .entry(row.get(0))
+            .or_default()
+            .entry(row.get(1))
+            .or_default() += row.get::<_, i64>(2);
     }
     nodes
 }
 
 /// Every (table, id, path) stored, sorted: what a data move must keep.
 fn stored_rows(client: &mut Client) -> Vec<(String, i64, String)> {
-    let mut rows = Vec::new();
-    for table in TABLES {
-        for row in client
-            .query(&format!("SELECT id, path FROM {table}"), &[])
-            .unwrap()
-        {
-            rows.push((table.to_owned(), row.get(0), row.get(1)));
-        }
-    }
+    let mut rows: Vec<_> = rows_of_every_table(client, "SELECT id, path FROM {table}")
+        .into_iter()
+        .map(|(table, row)| (table.to_owned(), row.get(0), row.get(1)))
+        .collect();
     rows.sort();
     rows
+}
+
+/// Runs `select` with `{table}` replaced by each of the tables; returns every row with its
+/// table.
+fn rows_of_every_table(client: &mut Client, select: &str) -> Vec<(&'static str, Row)> {
+    TABLES
+        .iter()
+        .flat_map(|table| {
+            let rows = client
+                .query(&select.replace("{table}", table), &[])
+                .unwrap();
+            rows.into_iter().map(move |row| (*table, row))
+        })
+        .collect()
 }
 
 /// Asserts that no ID repeats across all tables but the reference table's copies; returns the
