@@ -2,50 +2,77 @@
 # Citus, the distributed engine the Citus tests run (pgrx-tests/tests/citus.rs), built from
 # source into one PostgreSQL installation. Sourced by test.sh (after install-deps.sh); also runs
 # on its own for users:
-#   bash scripts/install-citus.sh [MAJOR]     (default 18; the PostgreSQL install-deps.sh built)
-# The source is a release tarball checked against the SHA-256 recorded here: the copy in
-# $CITUS_TARBALL or vendor/citus/ when there is one, else the release tag's archive from the
-# Citus project. Skipped when that PostgreSQL already has this Citus version.
+#   bash scripts/install-citus.sh [MAJOR]     (default 18; 15 is Debian's, 17 and 18 the ones
+#                                              install-deps.sh built)
+# Citus 14.0.1 for PostgreSQL 16 to 18, 13.2.2 for 15 (Citus 14 dropped 15). The source is a
+# release tarball checked against the SHA-256 recorded here: the copy in $CITUS_TARBALL_DIR
+# (default vendor/citus/) when there is one, else the release tag's archive from the Citus project. A
+# version may need a patch of ours from vendor/citus/ (13.2.2: one for PostgreSQL 15.20's
+# headers). Skipped when that PostgreSQL already has that Citus version.
 
-CITUS_VERSION=14.0.1
-CITUS_SHA256=26ddb8ec9de07c5fa8426e435d10936e5cd6bed01a5ad94aab92e818081e5ec9
-CITUS_URL=https://github.com/citusdata/citus/archive/refs/tags/v$CITUS_VERSION.tar.gz
-# The majors the Citus tests run on (Citus 14 supports PostgreSQL 16 to 18).
-CITUS_PG_MAJORS=(18)
+# The majors the Citus tests run on.
+CITUS_PG_MAJORS=(15 18)
 
-# citus_tarball DIR: puts the checked Citus tarball in DIR and prints its path.
+# citus_version_of MAJOR: the Citus release built for PostgreSQL MAJOR.
+citus_version_of() {
+    case $1 in
+        15) echo 13.2.2 ;;
+        *) echo 14.0.1 ;;
+    esac
+}
+
+# citus_sha256_of VERSION: the SHA-256 of that release's tarball (as in vendor/citus/SHA256SUMS).
+citus_sha256_of() {
+    case $1 in
+        13.2.2) echo c8fc76dc8294636a52b1a0dd75a20d8b4a36937df6443e30ca84d8d0464a6bb9 ;;
+        14.0.1) echo 26ddb8ec9de07c5fa8426e435d10936e5cd6bed01a5ad94aab92e818081e5ec9 ;;
+        *) echo "no SHA-256 recorded for Citus $1" >&2; return 1 ;;
+    esac
+}
+
+CITUS_VENDOR_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/../vendor/citus" && pwd)
+
+# citus_tarball VERSION DIR: puts the checked tarball of Citus VERSION in DIR and prints its path.
 citus_tarball() {
-    local dir=$1 local_copy
-    local_copy=${CITUS_TARBALL:-$(dirname "${BASH_SOURCE[0]}")/../vendor/citus/citus-$CITUS_VERSION.tar.gz}
+    local version=$1 dir=$2 local_copy sha256 tarball
+    sha256=$(citus_sha256_of "$version")
+    local_copy=${CITUS_TARBALL_DIR:-$CITUS_VENDOR_DIR}/citus-$version.tar.gz
+    tarball=$dir/citus-$version.tar.gz
     if [ -f "$local_copy" ]; then
-        cp "$local_copy" "$dir/citus-$CITUS_VERSION.tar.gz"
+        cp "$local_copy" "$tarball"
     else
-        echo "no local copy of Citus $CITUS_VERSION ($local_copy); downloading $CITUS_URL" >&2
-        curl --fail --silent --show-error --location --output "$dir/citus-$CITUS_VERSION.tar.gz" "$CITUS_URL"
+        local url=https://github.com/citusdata/citus/archive/refs/tags/v$version.tar.gz
+        echo "no local copy of Citus $version ($local_copy); downloading $url" >&2
+        curl --fail --silent --show-error --location --output "$tarball" "$url"
     fi
-    if ! echo "$CITUS_SHA256  $dir/citus-$CITUS_VERSION.tar.gz" | sha256sum --check --quiet; then
-        echo "the Citus $CITUS_VERSION tarball does not have the SHA-256 recorded in $0; not building it" >&2
+    if ! echo "$sha256  $tarball" | sha256sum --check --quiet; then
+        echo "the Citus $version tarball does not have the SHA-256 recorded in install-citus.sh; not building it" >&2
         return 1
     fi
-    echo "$dir/citus-$CITUS_VERSION.tar.gz"
+    echo "$tarball"
 }
 
 # install_citus MAJOR: builds Citus into PostgreSQL MAJOR's installation unless it is there.
 # Installs by rename (safe-install.sh), so a running server keeps the library it mapped.
 install_citus() {
-    local pg_config build tarball
+    local pg_config version build tarball patch
     pg_config=$(pg_config_of "$1")
-    if grep -qs "^default_version = '${CITUS_VERSION%.*}" "$("$pg_config" --sharedir)/extension/citus.control" \
+    version=$(citus_version_of "$1")
+    if grep -qs "^default_version = '${version%.*}" "$("$pg_config" --sharedir)/extension/citus.control" \
             && [ -f "$("$pg_config" --pkglibdir)/citus.so" ]; then
         return 0
     fi
-    apt_install_missing liblz4-dev libzstd-dev libcurl4-openssl-dev libkrb5-dev curl
-    step "Citus $CITUS_VERSION from source -> PostgreSQL $1 ($pg_config)"
+    apt_install_missing liblz4-dev libzstd-dev libcurl4-openssl-dev libkrb5-dev curl patch
+    step "Citus $version from source -> PostgreSQL $1 ($pg_config)"
     build="$SOURCE_BUILD_DIR/citus-$1"
     rm -rf "$build"
     mkdir -p "$build/staging"
-    tarball=$(citus_tarball "$build")
+    tarball=$(citus_tarball "$version" "$build")
     tar --extract --gzip --file "$tarball" --directory "$build" --strip-components=1
+    for patch in "$CITUS_VENDOR_DIR"/citus-"$version"-*.patch; do
+        [ -f "$patch" ] || continue
+        patch --directory="$build" --strip=1 --forward --quiet <"$patch"
+    done
     (
         cd "$build"
         ./configure PG_CONFIG="$pg_config" >configure.log 2>&1 || { tail -n 40 configure.log >&2; exit 1; }

@@ -32,7 +32,7 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
         || install_pg_auto_failover_from_source "$(auto_failover_major_of "$major")"
 done
 
-# Citus for the Citus tests, from the tarball in vendor/citus/ (checked against its SHA-256).
+# Citus for the Citus tests, from the tarballs in vendor/citus/ (checked against their SHA-256).
 for major in "${CITUS_PG_MAJORS[@]}"; do
     install_citus "$major"
 done
@@ -78,7 +78,7 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
         "$LOGS/pg$major-cluster-test.log" cargo test -p snowflake_id_cluster_tests --no-fail-fast
     if [[ " ${CITUS_PG_MAJORS[*]} " == *" $major "* ]]; then
         PG_CONFIG=$(pg_config_of "$major") \
-            run_step "PostgreSQL $major: Citus $CITUS_VERSION cluster tests (pgrx-tests/tests/citus.rs)" \
+            run_step "PostgreSQL $major: Citus $(citus_version_of "$major") cluster tests (pgrx-tests/tests/citus.rs)" \
             "$LOGS/pg$major-citus-test.log" \
             cargo test -p snowflake_id_cluster_tests --features citus --test citus -- --nocapture
     fi
