@@ -11,7 +11,7 @@
 # headers). Skipped when that PostgreSQL already has that Citus version.
 
 # The majors the Citus tests run on.
-CITUS_PG_MAJORS=(15 18)
+CITUS_PG_MAJORS=(15 17 18)
 
 # citus_version_of MAJOR: the Citus release built for PostgreSQL MAJOR.
 citus_version_of() {

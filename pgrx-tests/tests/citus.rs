@@ -6,8 +6,8 @@
 //! to the node that evaluated the default; shard moves and a rebalance keep every ID; a child row
 //! lands on its parent's shard; one call on the coordinator checks every node's node id.
 //!
-//! Built only with the `citus` feature: the test command runs it on the PostgreSQL majors it
-//! builds Citus for (scripts/install-citus.sh: 18 with Citus 14.0.1, 15 with 13.2.2). The tests
+//! Built only with the `citus` feature: the test command runs it on every major, with the Citus
+//! it builds for each (scripts/install-citus.sh: 14.0.1 for 17 and 18, 13.2.2 for 15). The tests
 //! print what they measured
 //! (`--nocapture`).
 
