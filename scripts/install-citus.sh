@@ -6,9 +6,9 @@
 #                                              install-deps.sh built)
 # Citus 14.0.1 for PostgreSQL 16 to 18, 13.2.2 for 15 (Citus 14 dropped 15). The source is a
 # release tarball checked against the SHA-256 recorded here: the copy in $CITUS_TARBALL_DIR
-# (default vendor/citus/) when there is one, else the release tag's archive from the Citus project. A
-# version may need a patch of ours from vendor/citus/ (13.2.2: one for PostgreSQL 15.20's
-# headers). Skipped when that PostgreSQL already has that Citus version.
+# (default vendor/citus/) when there is one, else the release tag's archive from the Citus
+# project. A version may need a patch of ours from vendor/citus/ (13.2.2: one for PostgreSQL
+# 15.20's headers). Skipped when that PostgreSQL already has that Citus version.
 
 # The majors the Citus tests run on.
 CITUS_PG_MAJORS=(15 17 18)
