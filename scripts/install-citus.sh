@@ -10,9 +10,6 @@
 # project. A version may need a patch of ours from vendor/citus/ (13.2.2: one for PostgreSQL
 # 15.20's headers). Skipped when that PostgreSQL already has that Citus version.
 
-# The majors the Citus tests run on.
-CITUS_PG_MAJORS=(15 17 18)
-
 # citus_version_of MAJOR: the Citus release built for PostgreSQL MAJOR.
 citus_version_of() {
     case $1 in
