@@ -4,8 +4,9 @@
 //! wall clock only once per tick), a few read-mostly shared atomics, and writes only this
 //! backend's own slot line; it takes no lock, runs no SPI and allocates nothing. Once per tick it
 //! checks the reservation (and, about once per `snowflake.reserve_ahead`, extends it under a
-//! lock, logging it in the WAL). The first call of a sequence in a backend also looks up the
-//! catalog and the IDs stored in tables (`data_floor`).
+//! lock, logging it in the WAL) and that the database's floor relation covers it
+//! (`database_floor`). The first call of a sequence in a backend also looks up the catalog and
+//! reads that relation.
 
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::Ordering;
@@ -18,7 +19,7 @@ use snowflake_id_core::layout::{Field, Layout, Parts, TickWindow};
 use snowflake_id_core::slots::{self, Slot};
 
 use crate::catalog::CatalogTable;
-use crate::data_floor;
+use crate::database_floor::{self, DatabaseFloor};
 use crate::errors;
 use crate::gucs;
 use crate::sequence_cache::SequenceCache;
@@ -57,6 +58,8 @@ struct Backend {
     sequences: SequenceCache<Issuer>,
     /// The last ID this backend issued of any sequence (`snowflake_lastval`).
     last_id: Option<i64>,
+    /// This database's floor relation, as this backend knows it.
+    floor: DatabaseFloor,
 }
 
 /// This backend's state, in a plain static: a thread-local would cost a TLS look-up on every
@@ -80,6 +83,7 @@ static BACKEND: BackendCell = BackendCell {
         slot: OnceCell::new(),
         sequences: SequenceCache::new(),
         last_id: None,
+        floor: DatabaseFloor::new(),
     }),
 };
 
@@ -116,8 +120,18 @@ pub fn layout_of(name: &str) -> Layout {
 pub fn next_id(name: &str, gene: Option<i64>) -> i64 {
     let shared = shared_memory::state();
     with_backend(|backend| {
+        let Backend {
+            slot,
+            sequences,
+            last_id,
+            floor,
+        } = backend;
+        let catalog = sequences.catalog_table();
+        if !floor.follows(catalog) {
+            floor.follow(catalog);
+        }
         // Looked up once: the gene check needs the layout before a slot is claimed.
-        let entry = backend.sequences.entry(name);
+        let entry = sequences.entry(name);
         let layout = entry.layout;
         let gene = match gene {
             None => 0,
@@ -125,16 +139,43 @@ pub fn next_id(name: &str, gene: Option<i64>) -> i64 {
             // The key's low bits, two's complement for negative keys.
             Some(key) => key as u64 & layout.max_value(Field::Gene),
         };
-        let slot_index = *backend.slot.get_or_init(|| claim_slot(shared));
+        let slot_index = *slot.get_or_init(|| claim_slot(shared));
         let slot = &shared.slots()[slot_index];
         let issuer = entry
             .state
-            .get_or_insert_with(|| new_issuer(name, &layout, slot_index, slot));
-        let id = issue(shared, slot, name, &layout, issuer, gene);
+            .get_or_insert_with(|| new_issuer(name, &layout, slot_index, slot, floor));
+        let id = issue(shared, slot, name, &layout, issuer, floor, gene);
         issuer.last_id = Some(id);
-        backend.last_id = Some(id);
+        *last_id = Some(id);
         id
     })
+}
+
+/// `snowflake_raise_floor`: no ID issued from now on, by any session of this server or by a
+/// server that gets its WAL or this database, is at or below `until_unix_us`. Returns the
+/// durable floor.
+pub fn raise_floor(until_unix_us: i64) -> i64 {
+    let shared = shared_memory::state();
+    // SAFETY: a plain read of a backend-local flag.
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        errors::during_recovery("snowflake_raise_floor").raise();
+    }
+    let clock = shared.read_clock().now_unix_us;
+    if until_unix_us.saturating_sub(clock) > database_floor::MAX_RAISE_AHEAD_US {
+        errors::floor_too_far_ahead(until_unix_us, clock, database_floor::MAX_RAISE_AHEAD_US)
+            .raise();
+    }
+    with_backend(|backend| {
+        let catalog = backend.sequences.catalog_table();
+        if !backend.floor.follows(catalog) {
+            backend.floor.follow(catalog);
+        }
+        // The database first (a WAL record, flushed), then the cluster: its WAL (standbys,
+        // restored backups), its file and its clock, which every session reads.
+        backend.floor.raise(catalog, until_unix_us, shared);
+        shared.log_and_raise_durable_floor(until_unix_us);
+    });
+    shared.durable_floor()
 }
 
 /// The last ID this session issued of sequence `name` (55000 if none, 42704 if no such sequence).
@@ -166,8 +207,9 @@ fn claim_slot(shared: &'static SharedState) -> usize {
         )
     };
     if in_recovery {
-        errors::during_recovery().raise();
+        errors::during_recovery("snowflake_nextval").raise();
     }
+    shared.cover_failover_lag();
     let now = shared.read_clock().now_unix_us;
     match slots::claim(
         shared.slots(),
@@ -203,7 +245,13 @@ fn process_is_alive(pid: i32) -> bool {
     result == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
-fn new_issuer(name: &str, layout: &Layout, slot_index: usize, slot: &Slot) -> Issuer {
+fn new_issuer(
+    name: &str,
+    layout: &Layout,
+    slot_index: usize,
+    slot: &Slot,
+    floor: &mut DatabaseFloor,
+) -> Issuer {
     let node_id = gucs::NODE_ID.get();
     let node = match (node_id, layout.node_bits) {
         (gucs::NODE_ID_UNSET, 0) => 0,
@@ -216,9 +264,9 @@ fn new_issuer(name: &str, layout: &Layout, slot_index: usize, slot: &Slot) -> Is
         let in_use = slots::in_use(shared_memory::state().slots());
         errors::worker_does_not_fit(name, layout, worker, in_use).raise();
     }
-    // IDs already stored by a cluster this one does not share WAL with (pg_upgrade, a restored
-    // dump, a lost reservation file) raise the cluster clock above them first.
-    data_floor::raise_above_stored_ids(name, layout);
+    // A floor this database brought from a cluster this one does not share WAL with
+    // (pg_upgrade, a restored dump, a lost reservation file) raises the cluster clock first.
+    floor.learn(shared_memory::state());
     // The slot's floor for this time unit covers every tick previous holders of the slot used,
     // and every tick this backend used, in sequences of this unit so far.
     let unit = layout.time_unit_index();
@@ -245,6 +293,7 @@ fn issue(
     name: &str,
     layout: &Layout,
     issuer: &mut Issuer,
+    floor: &mut DatabaseFloor,
     gene: u64,
 ) -> i64 {
     let max_lead_ms = gucs::MAX_LEAD_MS.get();
@@ -281,10 +330,12 @@ fn issue(
         {
             Step::Issue { tick, sequence } => {
                 if issuer.published_tick < Some(tick) {
-                    // Before the first ID of a tick leaves: reserve its end durably and publish
-                    // it as the slot's floor (a later holder of the slot starts after it).
+                    // Before the first ID of a tick leaves: reserve its end durably (in the
+                    // cluster and in this database) and publish it as the slot's floor (a later
+                    // holder of the slot starts after it).
                     let end = layout.tick_start_unix_us(tick + 1);
                     shared.ensure_reserved(end);
+                    floor.cover(end, shared);
                     slot.raise_floor(issuer.unit, end);
                     issuer.published_tick = Some(tick);
                     let borrows = issuer.generator.borrowed_ticks();

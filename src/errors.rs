@@ -99,10 +99,10 @@ pub fn node_id_does_not_fit(sequence: &str, layout: &Layout, node_id: i32) -> Er
 
 // Worker slots.
 
-pub fn during_recovery() -> Error {
+pub fn during_recovery(function: &str) -> Error {
     Error::new(
         PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
-        "cannot execute snowflake_nextval() during recovery".into(),
+        format!("cannot execute {function}() during recovery"),
         Some("Generate IDs on the primary server; a standby only reads them.".into()),
     )
 }
@@ -367,6 +367,37 @@ fn reservation_unusable_hint() -> Option<String> {
          backup, or write a time later than any ID issued (see README, \"Guarantees\") and \
          restart the server."
             .into(),
+    )
+}
+
+// The floor in the database (docs/design.md §5.3).
+
+/// The database's extension predates the floor relation (0.4.0, not yet updated).
+pub fn floor_relation_missing(extension_schema: &str) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "relation \"{extension_schema}.snowflake_floor\" does not exist: the snowflake_id \
+             extension in this database is older than 0.5.0"
+        ),
+        Some("Run ALTER EXTENSION snowflake_id UPDATE; in this database.".into()),
+    )
+}
+
+pub fn floor_too_far_ahead(until_unix_us: i64, clock_unix_us: i64, limit_us: i64) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!(
+            "snowflake floor {} is more than {} h ahead of the cluster clock ({})",
+            format_unix_us(until_unix_us),
+            limit_us / 3_600_000_000,
+            format_unix_us(clock_unix_us)
+        ),
+        Some(
+            "Pass the time the other cluster reserved last (its snowflake_stats().reserved_until); \
+             a time this far ahead would make every ID lead real time by as much."
+                .into(),
+        ),
     )
 }
 

@@ -17,6 +17,7 @@ pub static RESERVE_AHEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 pub static WAL_RMGR_ID: GucSetting<i32> = GucSetting::<i32>::new(176);
 pub static MAX_CLOCK_JUMP_MS: GucSetting<i32> = GucSetting::<i32>::new(1_000);
 pub static CLOCK_JUMP_CONFIRM_MS: GucSetting<i32> = GucSetting::<i32>::new(10_000);
+pub static FAILOVER_LAG_MS: GucSetting<i32> = GucSetting::<i32>::new(500);
 
 /// Registers the parameters; only called while `shared_preload_libraries` is being processed,
 /// because postmaster-level parameters cannot be defined later.
@@ -93,6 +94,18 @@ pub fn register() {
         &CLOCK_JUMP_CONFIRM_MS,
         0,
         i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake.failover_lag",
+        c"Asynchronous replication lag a promoted standby covers, in the old primary's time.",
+        c"At its first ID after leaving standby mode or archive recovery, a server moves its \
+          clock this much (plus snowflake.max_lead and the coarsest tick, less half of \
+          snowflake.reserve_ahead) above the last reservation it replayed.",
+        &FAILOVER_LAG_MS,
+        0,
+        3_600_000,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );

@@ -3,14 +3,14 @@
 //! This crate is the PostgreSQL glue only (docs/design.md §7); everything that decides an ID's
 //! value is in the pure core crate `snowflake_id_core` (crates/snowflake_id_core).
 //! Glue files, named by what they face: `gucs`, `shared_memory`, `wal`, `catalog`,
-//! `sequence_cache`, `data_floor`, `backend`, `citus`, `sql_api`, `timestamps`, `errors`.
+//! `sequence_cache`, `database_floor`, `backend`, `citus`, `sql_api`, `timestamps`, `errors`.
 
 use pgrx::prelude::*;
 
 mod backend;
 mod catalog;
 mod citus;
-mod data_floor;
+mod database_floor;
 mod errors;
 mod gucs;
 mod reservation_worker;
@@ -58,6 +58,12 @@ pgrx::extension_sql_file!(
         sql_api::snowflake_citus_receive_sequence,
         sql_api::snowflake_citus_forget_sequence
     ]
+);
+// Version 0.5.0's additions (the floor in each database), likewise part of a fresh install.
+pgrx::extension_sql_file!(
+    "../sql/snowflake_id--0.4.0--0.5.0.sql",
+    name = "database_floor",
+    requires = ["citus", sql_api::snowflake_raise_floor]
 );
 
 #[pg_guard]

@@ -40,7 +40,7 @@ pub extern "C-unwind" fn snowflake_reservation_worker_main(_argument: pg_sys::Da
             // SIGHUP; called from the main loop, not from a signal handler.
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
         }
-        shared.renew_for_sessions();
+        shared.renew_for_sessions(standby_streaming);
     }
 }
 
@@ -48,4 +48,25 @@ pub extern "C-unwind" fn snowflake_reservation_worker_main(_argument: pg_sys::Da
 /// the worker's mark, two periods before sessions would renew themselves.
 fn period() -> Duration {
     Duration::from_millis((gucs::RESERVE_AHEAD_MS.get() / 16).max(1) as u64)
+}
+
+/// Whether a WAL sender is streaming to a standby (or a logical subscriber): while one is, the
+/// worker keeps the reservation renewed even when no ID is issued, so the standby's last
+/// reservation is never older than a quarter window when IDs come again (design §5.2).
+fn standby_streaming() -> bool {
+    // SAFETY: WalSndCtl is PostgreSQL's shared array of max_wal_senders WAL sender slots, set up
+    // before any background worker starts and never freed; reading a slot's pid and state
+    // without its spinlock gives a value that may be a moment old, which is all this needs.
+    unsafe {
+        let control = pg_sys::WalSndCtl;
+        if control.is_null() {
+            return false;
+        }
+        let senders = (*control)
+            .walsnds
+            .as_slice(pg_sys::max_wal_senders.max(0) as usize);
+        senders.iter().any(|sender| {
+            sender.pid != 0 && sender.state == pg_sys::WalSndState::WALSNDSTATE_STREAMING
+        })
+    }
 }

@@ -48,6 +48,9 @@ pub struct Reservation {
     pub floor_unix_us: AtomicI64,
     /// The file was unreadable or corrupt at startup: no ID may be issued.
     pub broken: AtomicBool,
+    /// The server started as a standby or in archive recovery (a PITR restore): before its
+    /// first ID it moves its floor above the last reservation it replayed (design §5.2).
+    promotion_pending: AtomicBool,
     /// Serialises extending the file (an LWLock from our named tranche).
     lock: AtomicPtr<pg_sys::LWLock>,
 }
@@ -169,11 +172,12 @@ impl SharedState {
         }
     }
 
-    /// The reservation worker's turn (`reservation_worker.rs`): when IDs were issued lately and
-    /// less than three quarters of a window is left beyond them and the clock, it renews the
-    /// reservation, so sessions find it renewed and none pays for the WAL flush and fsyncs
-    /// itself. An idle server (no tick used for a window) writes nothing.
-    pub fn renew_for_sessions(&self) {
+    /// The reservation worker's turn (`reservation_worker.rs`): when IDs were issued lately (or
+    /// a standby is streaming) and less than three quarters of a window is left beyond them and
+    /// the clock, it renews the reservation, so sessions find it renewed and none pays for the
+    /// WAL flush and fsyncs itself, and a standby's last reservation is never older than a
+    /// quarter window (design §5.2). An idle server without standbys writes nothing.
+    pub fn renew_for_sessions(&self, standby_streaming: impl FnOnce() -> bool) {
         let ahead_us = i64::from(gucs::RESERVE_AHEAD_MS.get()) * 1_000;
         let issued = self.slots_high_water();
         // The cluster clock through the monotonic clock only: the worker neither starts the
@@ -184,7 +188,8 @@ impl SharedState {
         else {
             return;
         };
-        if issued < now.saturating_sub(ahead_us) || self.reservation.broken.load(Ordering::Relaxed)
+        if self.reservation.broken.load(Ordering::Relaxed)
+            || (issued < now.saturating_sub(ahead_us) && !standby_streaming())
         {
             return;
         }
@@ -235,9 +240,27 @@ impl SharedState {
         })
     }
 
-    /// Raises the durable floor to `floor_unix_us` (a replayed WAL record, or the IDs stored in
-    /// a table): the cluster clock moves up to it, and the file keeps it past the next
-    /// checkpoint. Called in the startup process during replay, and in backends.
+    /// The published reservation (i64::MIN before the first): no ID's tick ends after it.
+    pub fn reserved_until(&self) -> i64 {
+        self.reservation.until_unix_us.load(Ordering::Acquire)
+    }
+
+    /// The durable floor: no ID issued before (here, or where the WAL or the database came
+    /// from) has a tick ending after it.
+    pub fn durable_floor(&self) -> i64 {
+        self.reservation.floor_unix_us.load(Ordering::Acquire)
+    }
+
+    /// `snowflake_raise_floor`: logs `floor_unix_us` as a reservation (flushed), so standbys and
+    /// restored backups learn it, then raises the durable floor to it.
+    pub fn log_and_raise_durable_floor(&self, floor_unix_us: i64) {
+        wal::log_reservation(floor_unix_us);
+        self.raise_durable_floor(floor_unix_us);
+    }
+
+    /// Raises the durable floor to `floor_unix_us` (a replayed WAL record, a database's floor
+    /// relation, `snowflake_raise_floor`): the cluster clock moves up to it, and the file keeps
+    /// it past the next checkpoint. Called in the startup process during replay, and in backends.
     pub fn raise_durable_floor(&self, floor_unix_us: i64) {
         let previous = self
             .reservation
@@ -249,8 +272,8 @@ impl SharedState {
         let (_, monotonic) = system_clocks_us();
         self.clock.raise_to(floor_unix_us, monotonic);
         // The published reservation is already in the file (it is published only once written):
-        // a floor at or below it is durable as it is. The IDs a session finds in the tables were
-        // issued under it, so a session's first ID writes nothing.
+        // a floor at or below it is durable as it is. A database's floor relation holds what
+        // this server reserved, so a session's first ID writes nothing.
         if floor_unix_us <= self.reservation.until_unix_us.load(Ordering::Acquire) {
             return;
         }
@@ -265,6 +288,39 @@ impl SharedState {
                 "snowflake_id: could not write the raised floor to \"{}\": {error}",
                 in_data_dir(&error.path)
             );
+        }
+    }
+
+    /// Before the first ID after standby mode or archive recovery (a promotion, a point-in-time
+    /// restore): moves the durable floor and the clock the failover margin above the last
+    /// reservation replayed, so that the IDs the old primary issued under reservations this
+    /// server never received are below it, for a lag up to `snowflake.failover_lag` (design
+    /// §5.2). Once per server start; sessions that come while it is applied wait for it.
+    pub fn cover_failover_lag(&self) {
+        let pending = &self.reservation.promotion_pending;
+        if !pending.load(Ordering::Acquire) {
+            return;
+        }
+        let written = self.with_reservation_lock(|| {
+            if !pending.load(Ordering::Acquire) {
+                return Ok(());
+            }
+            let replayed = self.reservation.floor_unix_us.load(Ordering::Acquire);
+            let mut written = Ok(());
+            if replayed != i64::MIN {
+                let floor = replayed.saturating_add(failover_margin_us());
+                self.reservation
+                    .floor_unix_us
+                    .fetch_max(floor, Ordering::AcqRel);
+                let (_, monotonic) = system_clocks_us();
+                self.clock.raise_to(floor, monotonic);
+                written = reservation::write(Path::new("."), floor);
+            }
+            pending.store(false, Ordering::Release);
+            written
+        });
+        if let Err(error) = written {
+            errors::reservation_not_written(&in_data_dir(&error.path), &error.error).raise();
         }
     }
 
@@ -334,6 +390,21 @@ fn renew_mark(ahead_us: i64) -> i64 {
 /// an eighth of a window (a worker's two periods) after the worker's mark.
 fn session_renew_mark(ahead_us: i64) -> i64 {
     ahead_us - ahead_us * 3 / 8
+}
+
+/// The coarsest time unit a sequence can have: the end of a tick issued at time t is at most
+/// this (plus the lead) beyond t.
+const COARSEST_TICK_US: i64 = 1_000_000;
+
+/// How far above the last replayed reservation a promoted standby starts (design §5.2): the
+/// last record it has was written at most `failover_lag` + half a window before the failure,
+/// and reserved a whole window beyond the clock then; the IDs issued until the failure end at
+/// most `max_lead` and a tick beyond the clock.
+fn failover_margin_us() -> i64 {
+    let ms = |setting: &pgrx::GucSetting<i32>| i64::from(setting.get()) * 1_000;
+    (ms(&gucs::FAILOVER_LAG_MS) + ms(&gucs::MAX_LEAD_MS) + COARSEST_TICK_US
+        - ms(&gucs::RESERVE_AHEAD_MS) / 2)
+        .max(0)
 }
 
 /// Longest gap between the two monotonic reads around a wall-clock read that still counts the
@@ -471,6 +542,12 @@ unsafe extern "C-unwind" fn init_shared_memory() {
                     until_unix_us: AtomicI64::new(i64::MIN),
                     floor_unix_us: AtomicI64::new(floor),
                     broken: AtomicBool::new(broken),
+                    // The signal files of standby mode and targeted recovery (the data
+                    // directory is the working directory).
+                    promotion_pending: AtomicBool::new(
+                        Path::new("standby.signal").exists()
+                            || Path::new("recovery.signal").exists(),
+                    ),
                     lock: AtomicPtr::new(lock),
                 },
                 counters: Counters::default(),

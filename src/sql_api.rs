@@ -228,6 +228,16 @@ fn snowflake_drop_sequence(name: &str) {
     citus.propagate_drop(&catalog, name);
 }
 
+/// `snowflake_raise_floor(until timestamptz) → timestamptz`: no ID issued from now on is at or
+/// below `until`, in any session of this server, on a server that gets its WAL, or in a copy of
+/// this database (docs/design.md §5.3). The step that carries another cluster's IDs over where
+/// neither its WAL nor this database's floor relation came along (a logical-replication move,
+/// rows copied from elsewhere). Revoked from PUBLIC. Returns the server's durable floor.
+#[pg_extern(volatile, parallel_unsafe, strict)]
+fn snowflake_raise_floor(until: TimestampWithTimeZone) -> Option<TimestampWithTimeZone> {
+    timestamps::timestamptz(backend::raise_floor(unix_us(until)))
+}
+
 /// Citus only (docs/design.md §9): what the coordinator sends a worker so that it has sequence
 /// `name` with this layout. Creates it when absent; an equal layout is left as it is; another
 /// layout is refused (42710), failing the coordinator's transaction on every node.

@@ -16,7 +16,8 @@
 //! pg_auto_failover formation (monitor, keepers and their servers) is in [`auto_failover`].
 //!
 //! What several test files share beside the clusters (the table `ids`, generating sessions,
-//! `snowflake_stats()`, clusters of several nodes, …) is in [`fixtures`].
+//! `snowflake_stats()`, clusters of several nodes, …) is in [`fixtures`]; the column shapes an
+//! ID can be stored in, in [`column_shapes`].
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -27,6 +28,7 @@ use std::time::{Duration, Instant};
 pub use postgres::{Client, Error as PgError, NoTls, Row};
 
 pub mod auto_failover;
+pub mod column_shapes;
 pub mod fixtures;
 
 static NEXT_CLUSTER: AtomicUsize = AtomicUsize::new(0);

@@ -1,8 +1,9 @@
 //! IDs that arrive with the data: a cluster that has neither the reservation nor the WAL of the
 //! cluster that issued the IDs in its tables (a `pg_dump` restored into a new cluster, a
 //! reservation file deleted) still continues above every stored ID (docs/design.md §5), from
-//! the largest stored ID of every column whose default calls the sequence, even when its wall
-//! clock is 10 minutes behind those IDs.
+//! each database's floor relation (`snowflake_floor`, dumped as a `setval`), even when its wall
+//! clock is 10 minutes behind those IDs. The dump test restores a second database whose IDs are
+//! stored in every column shape of `column_shapes`.
 //!
 //! With the clock 10 minutes behind, a cluster that started from its wall clock would reach the
 //! stored IDs only after 10 minutes; the tests insert a few thousand rows and assert the new IDs
@@ -18,7 +19,7 @@ use snowflake_id_cluster_tests::fixtures::{
     assert_ids_rows, assert_no_id_reissued, assert_server_clock_offset, assert_table_consistent,
     insert_load, Issued, DEFAULT_IDS_TABLE, MINUTE_US,
 };
-use snowflake_id_cluster_tests::{pg_config_program, pg_major, Cluster};
+use snowflake_id_cluster_tests::{column_shapes, pg_config_program, pg_major, Cluster};
 use snowflake_id_core::reservation;
 
 /// Rows each of two sessions inserts before and after the event.
@@ -42,15 +43,40 @@ fn dump_restored_into_a_new_cluster_ten_minutes_behind_continues_above_the_store
     );
     let old = Cluster::builder().installation(&from).start();
     old.connect().batch_execute(DEFAULT_IDS_TABLE).unwrap();
+    old.connect()
+        .batch_execute("CREATE DATABASE second")
+        .unwrap();
+    old.connect_to("second")
+        .batch_execute(column_shapes::SHAPES)
+        .unwrap();
     let mut before = Issued::new("old cluster, insert load");
     insert_load(&old, &mut before, 0..2, ROWS);
+    column_shapes::fill(&mut old.connect_to("second"), ROWS);
+    let stored_shapes = column_shapes::stored(&mut old.connect_to("second"));
 
     let new = Cluster::builder().faketime_at("-10m").start();
     let mut client = new.connect();
     let offset = assert_server_clock_offset(&mut client, -10 * MINUTE_US);
     println!("[{test}] new cluster's wall clock {offset} µs off the real time");
     old.dump_and_restore_into("postgres", &new, "postgres");
+    client.batch_execute("CREATE DATABASE second").unwrap();
+    old.dump_and_restore_into("second", &new, "second");
     assert_ids_rows(&new, before.ids.len() as i64, "rows of the dump");
+
+    // The second database first: its floor relation alone covers its IDs.
+    let (below, equal) =
+        column_shapes::new_ids_against(&mut new.connect_to("second"), &stored_shapes, 4 * ROWS);
+    println!(
+        "[{test}] second database: {} IDs stored in 7 column shapes; {} new IDs: {below} at or \
+         below the newest stored, {equal} equal to a stored one",
+        stored_shapes.len(),
+        4 * ROWS
+    );
+    assert_eq!(
+        (below, equal),
+        (0, 0),
+        "second database: new IDs among the stored ones"
+    );
 
     load_and_check(
         test,

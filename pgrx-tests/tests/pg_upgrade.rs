@@ -3,7 +3,9 @@
 //! 15 → 15, 17 → 17 and 17 → 18): the
 //! upgraded cluster never issues an ID already stored in the tables it brought along, and
 //! continues above them (docs/design.md §5), although pg_upgrade carries no reservation and no
-//! WAL: the floor comes from the stored IDs of every column whose default calls the sequence.
+//! WAL: the floor comes from each database's floor relation, which pg_upgrade copies. The
+//! sequence is used in two databases, the second with every column shape of
+//! `column_shapes` (wrapper default, fetched IDs, trigger, numeric, text, composite key, domain).
 //!
 //! The old cluster's IDs ran 30 s ahead of real time (its wall clock was 30 s fast and was
 //! stepped back), so a new cluster that starts from its wall clock reaches them within the test.
@@ -23,7 +25,11 @@ use snowflake_id_cluster_tests::fixtures::{
     assert_ids_rows, assert_no_id_reissued, clock_fast_then_corrected, count, load_after,
     CLOCK_FAST, DEFAULT_IDS_TABLE,
 };
-use snowflake_id_cluster_tests::{pg_config_program, pg_major, Cluster};
+use snowflake_id_cluster_tests::{column_shapes, pg_config_program, pg_major, Cluster};
+
+/// Rows per column shape in the second database, and new IDs taken there after the upgrade.
+const SHAPE_ROWS: i64 = 3_000;
+const NEW_IDS: i64 = 20_000;
 
 #[test]
 fn upgraded_cluster_continues_above_the_ids_in_its_tables() {
@@ -34,6 +40,12 @@ fn upgraded_cluster_continues_above_the_ids_in_its_tables() {
         .faketime_at(CLOCK_FAST)
         .start();
     old.connect().batch_execute(DEFAULT_IDS_TABLE).unwrap();
+    old.connect()
+        .batch_execute("CREATE DATABASE second")
+        .unwrap();
+    old.connect_to("second")
+        .batch_execute(column_shapes::SHAPES)
+        .unwrap();
     let (fast, corrected) = clock_fast_then_corrected(
         &old,
         |offset| old.set_fake_time(offset),
@@ -41,7 +53,10 @@ fn upgraded_cluster_continues_above_the_ids_in_its_tables() {
         0,
         10_000,
     );
+    // Still ahead of real time: the cluster clock leads until the step back has decayed.
+    column_shapes::fill(&mut old.connect_to("second"), SHAPE_ROWS);
     let stored = count(&mut old.connect(), "SELECT count(*) FROM ids");
+    let stored_shapes = column_shapes::stored(&mut old.connect_to("second"));
     old.stop("fast");
 
     let mut new = Cluster::builder().create();
@@ -59,4 +74,17 @@ fn upgraded_cluster_continues_above_the_ids_in_its_tables() {
         &[&fast, &corrected],
     );
     assert_no_id_reissued(test, &[&fast, &corrected, &upgraded]);
+
+    let (below, equal) =
+        column_shapes::new_ids_against(&mut new.connect_to("second"), &stored_shapes, NEW_IDS);
+    println!(
+        "[{test}] second database: {} IDs stored in 7 column shapes; {NEW_IDS} new IDs: {below} \
+         at or below the newest stored, {equal} equal to a stored one",
+        stored_shapes.len()
+    );
+    assert_eq!(
+        (below, equal),
+        (0, 0),
+        "second database: new IDs among the stored ones"
+    );
 }

@@ -1,0 +1,28 @@
+-- snowflake_id 0.4.0 → 0.5.0: the floor in each database (docs/design.md §5.3).
+-- - snowflake_floor: a sequence relation whose value is a time (µs since 1970) that no tick of
+--   an ID issued in this database ends after. The extension writes it (as its owner) before IDs
+--   above it leave; PostgreSQL carries it: WAL (standbys, crash recovery, PITR), pg_upgrade
+--   (the relation's file), pg_dump (a configuration sequence, dumped as setval). It replaces
+--   reading the IDs stored in user tables, which ran as a superuser over data and code any role
+--   could write. No privileges for PUBLIC: only its owner (and superusers) can change it.
+-- - snowflake_raise_floor(until): the documented step that carries another cluster's IDs over
+--   where neither its WAL nor this relation came along (a logical-replication move, rows copied
+--   from elsewhere). Revoked from PUBLIC.
+-- In a fresh install this runs too (extension_sql_file! in src/lib.rs); an updated database and
+-- a new one have identical objects. An updated database's relation is empty until its first ID
+-- (or the next one a running session issues), which writes this server's reservation into it.
+
+CREATE SEQUENCE snowflake_floor AS bigint MINVALUE 0 START WITH 0 NO CYCLE;
+COMMENT ON SEQUENCE snowflake_floor IS
+    'snowflake_id: no ID issued in this database has a tick ending after this time (µs since 1970)';
+REVOKE ALL ON SEQUENCE snowflake_floor FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('snowflake_floor', '');
+
+CREATE OR REPLACE FUNCTION snowflake_raise_floor(until timestamptz) RETURNS timestamptz
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_raise_floor_wrapper';
+COMMENT ON FUNCTION snowflake_raise_floor(timestamptz) IS
+    'No ID issued from now on is at or below this time: the cut-over step of a move from another cluster';
+
+REVOKE EXECUTE ON FUNCTION snowflake_raise_floor(timestamptz) FROM PUBLIC;

@@ -1,0 +1,222 @@
+//! The floor carried in each database (docs/design.md §5.3): the extension's own sequence
+//! relation `snowflake_floor`, which holds a time (µs since 1970) that no tick of an ID issued
+//! in this database ends after. PostgreSQL carries it everywhere the rows go: its updates are
+//! WAL-logged (standbys, crash recovery, PITR), `pg_upgrade` copies it, and `pg_dump` dumps it as
+//! a `setval` (it is a configuration sequence of the extension). The extension never reads user
+//! tables to find a floor: no role's code runs and no role's values count.
+//!
+//! A backend reads the relation before its first generator (raising the cluster's durable floor
+//! when the relation holds more than this server reserved: it came from elsewhere), and before
+//! an ID of a tick leaves it makes sure the relation covers that tick's end durably: it writes
+//! the published reservation into it a quarter window before it is needed, and flushes the WAL
+//! up to that write only when the tick gets there (by then the WAL writer usually has).
+
+use pgrx::prelude::*;
+
+use crate::catalog::CatalogTable;
+use crate::errors;
+use crate::gucs;
+use crate::shared_memory::SharedState;
+
+const RELATION_NAME: &std::ffi::CStr = c"snowflake_floor";
+
+/// How far a time may lie beyond the cluster clock for `snowflake_raise_floor`: a floor that
+/// far ahead makes IDs lead real time by as much, for ten times as long (design §3.1).
+pub const MAX_RAISE_AHEAD_US: i64 = 24 * 3_600 * 1_000_000;
+
+/// This backend's view of its database's floor relation.
+pub struct DatabaseFloor {
+    /// The catalog table the relation was looked up for (a new one means a new extension).
+    catalog: pg_sys::Oid,
+    /// The relation and its owner, or None where the extension predates it (0.4.0 and earlier,
+    /// not yet updated).
+    relation: Option<(pg_sys::Oid, pg_sys::Oid)>,
+    /// The relation's value as this backend last read or wrote it, and a WAL position at or
+    /// after the record that wrote it.
+    written: i64,
+    written_lsn: pg_sys::XLogRecPtr,
+    /// The part of `written` known to be flushed.
+    durable: i64,
+}
+
+impl DatabaseFloor {
+    pub const fn new() -> Self {
+        DatabaseFloor {
+            catalog: pg_sys::InvalidOid,
+            relation: None,
+            written: i64::MIN,
+            written_lsn: 0,
+            durable: i64::MIN,
+        }
+    }
+
+    /// Whether the relation was looked up for `catalog` (the extension now installed).
+    pub fn follows(&self, catalog: &CatalogTable) -> bool {
+        self.catalog == catalog.oid()
+    }
+
+    /// Looks up the relation of the extension whose catalog table is `catalog`, forgetting what
+    /// was known of another one's (the extension was dropped and created again).
+    pub fn follow(&mut self, catalog: &CatalogTable) {
+        *self = DatabaseFloor {
+            catalog: catalog.oid(),
+            relation: locate(catalog.oid()),
+            ..DatabaseFloor::new()
+        };
+    }
+
+    /// Before a generator's first ID: reads the relation, raising the durable floor (and the
+    /// cluster clock) when it holds a time this server has not reserved itself: a restored
+    /// dump, `pg_upgrade`, a promoted standby, `snowflake_raise_floor` in another session.
+    pub fn learn(&mut self, shared: &SharedState) {
+        if let Some(relation) = self.relation {
+            self.read(relation, shared);
+        }
+    }
+
+    /// Before the first ID of a tick ending at `end_unix_us` leaves (the reservation already
+    /// covers it): the relation holds at least `end_unix_us`, and the WAL holds that write.
+    pub fn cover(&mut self, end_unix_us: i64, shared: &SharedState) {
+        let margin = quarter_window_us();
+        if end_unix_us <= self.durable && end_unix_us.saturating_add(margin) <= self.written {
+            return;
+        }
+        let Some(relation) = self.relation else {
+            return;
+        };
+        if end_unix_us.saturating_add(margin) > self.written {
+            self.read(relation, shared);
+            if end_unix_us.saturating_add(margin) > self.written {
+                // The published reservation covers `end_unix_us` by at least half a window
+                // (design §5.1), so this write lasts a quarter window at least.
+                let target = shared.reserved_until().max(end_unix_us);
+                self.write(relation, target);
+            }
+        }
+        if end_unix_us > self.durable {
+            // SAFETY: flushing WAL up to a position already inserted, outside a critical section.
+            unsafe { pg_sys::XLogFlush(self.written_lsn) };
+            self.durable = self.written;
+        }
+    }
+
+    /// `snowflake_raise_floor`: the relation rises to `until_unix_us` (if below), flushed.
+    pub fn raise(&mut self, catalog: &CatalogTable, until_unix_us: i64, shared: &SharedState) {
+        let Some(relation) = self.relation else {
+            errors::floor_relation_missing(&catalog.schema).raise()
+        };
+        self.read(relation, shared);
+        if self.written < until_unix_us {
+            self.write(relation, until_unix_us);
+        }
+        // SAFETY: as in `cover`.
+        unsafe { pg_sys::XLogFlush(self.written_lsn) };
+        self.durable = self.written;
+    }
+
+    fn read(&mut self, (relation, owner): (pg_sys::Oid, pg_sys::Oid), shared: &SharedState) {
+        // Only the owner may read it (no privileges for PUBLIC); pg_sequence_last_value is
+        // PostgreSQL's own function and runs no code of any role.
+        let value = as_owner(owner, || {
+            // SAFETY: a built-in function of one regclass argument, called with one.
+            unsafe {
+                pgrx::direct_function_call::<i64>(
+                    pg_sys::pg_sequence_last_value,
+                    &[relation.into_datum()],
+                )
+            }
+        })
+        .unwrap_or(i64::MIN);
+        // SAFETY: reads the WAL insert position; the write that produced `value` was inserted
+        // before it released the buffer this read waited for, so it lies before this position.
+        let lsn = unsafe { pg_sys::GetXLogInsertRecPtr() };
+        if value > self.written {
+            self.written = value;
+            self.written_lsn = lsn;
+        }
+        // This server writes only what it reserved (and published) itself: a larger value came
+        // from elsewhere, and no ID may be issued below it.
+        if value > shared.reserved_until() {
+            shared.raise_durable_floor(value);
+        }
+    }
+
+    fn write(&mut self, (relation, owner): (pg_sys::Oid, pg_sys::Oid), value: i64) {
+        as_owner(owner, || {
+            writable(|| {
+                // SAFETY: a built-in function of (regclass, bigint, boolean), called with those.
+                unsafe {
+                    pgrx::direct_function_call::<i64>(
+                        pg_sys::setval3_oid,
+                        &[relation.into_datum(), value.into_datum(), true.into_datum()],
+                    )
+                }
+            })
+        });
+        self.written = value;
+        // SAFETY: this backend's end of its last WAL record, which setval just inserted.
+        self.written_lsn = unsafe { pg_sys::XactLastRecEnd };
+    }
+}
+
+/// A quarter of `snowflake.reserve_ahead`: how early the relation is renewed before a tick
+/// reaches it.
+fn quarter_window_us() -> i64 {
+    i64::from(gucs::RESERVE_AHEAD_MS.get()) * 1_000 / 4
+}
+
+/// The floor relation next to the catalog table, and its owner.
+fn locate(catalog: pg_sys::Oid) -> Option<(pg_sys::Oid, pg_sys::Oid)> {
+    // SAFETY: syscache lookups inside a transaction; the catalog table exists (just found).
+    unsafe {
+        let namespace = pg_sys::get_rel_namespace(catalog);
+        let relation = pg_sys::get_relname_relid(RELATION_NAME.as_ptr(), namespace);
+        if relation == pg_sys::InvalidOid
+            || pg_sys::get_rel_relkind(relation) != pg_sys::RELKIND_SEQUENCE as std::ffi::c_char
+        {
+            return None;
+        }
+        let opened = pg_sys::relation_open(relation, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        let owner = (*(*opened).rd_rel).relowner;
+        pg_sys::relation_close(opened, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        Some((relation, owner))
+    }
+}
+
+/// Runs `f` as `owner` in a security-restricted operation, the way PostgreSQL runs maintenance
+/// code (VACUUM, ANALYZE): `f` only calls PostgreSQL's own sequence functions.
+fn as_owner<T>(owner: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
+    let (mut user, mut context) = (pg_sys::InvalidOid, 0);
+    // SAFETY: reads and sets the current user the way SECURITY DEFINER functions do. An ERROR
+    // inside `f` aborts the (sub)transaction, which restores the previous user itself.
+    unsafe {
+        pg_sys::GetUserIdAndSecContext(&mut user, &mut context);
+        pg_sys::SetUserIdAndSecContext(
+            owner,
+            context
+                | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32
+                | pg_sys::SECURITY_RESTRICTED_OPERATION as i32,
+        );
+    }
+    let result = f();
+    // SAFETY: restores exactly what was read above.
+    unsafe { pg_sys::SetUserIdAndSecContext(user, context) };
+    result
+}
+
+/// Runs `f` with the transaction's read-only flag cleared: the floor is written in read-only
+/// transactions too (IDs are issued there), as `nextval` writes a sequence's WAL without a
+/// table write. The flag is restored also when `f` raises an ERROR, since a savepoint's abort
+/// would not restore it.
+fn writable<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> T {
+    // SAFETY: a plain read of this backend's transaction flag.
+    let read_only = unsafe { pg_sys::XactReadOnly };
+    // SAFETY: as above; the flag is this backend's own and restored below.
+    unsafe { pg_sys::XactReadOnly = false };
+    PgTryBuilder::new(f)
+        .finally(|| {
+            // SAFETY: restores the flag read above.
+            unsafe { pg_sys::XactReadOnly = read_only };
+        })
+        .execute()
+}
