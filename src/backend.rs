@@ -64,9 +64,8 @@ struct Backend {
 
 /// This backend's state, in a plain static: a thread-local would cost a TLS look-up on every
 /// call from a shared library. `busy` turns a call that reaches the extension again while the
-/// state is in use (only through code its own catalog lookup runs, such as a row-level security
-/// policy on the catalog table; the lookup names every operator and function by schema) into a
-/// clean error instead of a second, aliasing reference.
+/// state is in use into a clean error instead of a second, aliasing reference (a guard: the
+/// lookups made while it is in use read indexes directly and run no code of any role).
 struct BackendCell {
     busy: Cell<bool>,
     backend: UnsafeCell<Backend>,

@@ -2,6 +2,8 @@
 //! and dropping sequences, and telling other backends when it changes (their
 //! `sequence_cache` notices it).
 
+use std::num::NonZeroUsize;
+
 use pgrx::prelude::*;
 use pgrx::spi::SpiHeapTupleData;
 use snowflake_id_core::layout::Layout;
@@ -32,29 +34,62 @@ pub fn locate() -> CatalogTable {
 }
 
 /// The catalog table of this database's extension, or None when it is not installed here.
+///
+/// Index lookups, not SQL: a new connection's first ID plans no query (docs/design.md §5.3), and
+/// no code of any role (an operator, a row-level security policy) runs inside the lookup.
 pub fn find() -> Option<CatalogTable> {
-    // A read-only select: Spi::get_* would mark the transaction as writing and take a
-    // transaction id, which a hot standby or a parallel worker cannot do.
-    let found = Spi::connect(|client| {
-        let table = client.select(
-            "SELECT pg_catalog.quote_ident(n.nspname), c.oid FROM pg_catalog.pg_extension e \
-             JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace \
-             JOIN pg_catalog.pg_class c ON c.relnamespace OPERATOR(pg_catalog.=) n.oid \
-                  AND c.relname OPERATOR(pg_catalog.=) 'snowflake_sequence_catalog'::pg_catalog.name \
-             WHERE e.extname OPERATOR(pg_catalog.=) 'snowflake_id'::pg_catalog.name",
-            Some(1),
-            &[],
-        )?;
-        if table.is_empty() {
-            return Ok(None);
+    // SAFETY: catalog index scans and syscache lookups inside a transaction, as PostgreSQL's
+    // own get_extension_oid does; every pointer comes from PostgreSQL and is used before the
+    // scan or relation is closed.
+    unsafe {
+        let extensions = pg_sys::table_open(pg_sys::ExtensionRelationId, ACCESS_SHARE);
+        let mut key = pg_sys::ScanKeyData::default();
+        pg_sys::ScanKeyInit(
+            &mut key,
+            pg_sys::Anum_pg_extension_extname as pg_sys::AttrNumber,
+            pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
+            pg_sys::Oid::from(pg_sys::F_NAMEEQ),
+            pg_sys::Datum::from(c"snowflake_id".as_ptr()),
+        );
+        let scan = pg_sys::systable_beginscan(
+            extensions,
+            pg_sys::Oid::from(pg_sys::ExtensionNameIndexId),
+            true,
+            std::ptr::null_mut(),
+            1,
+            &mut key,
+        );
+        let row = pg_sys::systable_getnext(scan);
+        let namespace = (!row.is_null())
+            .then(|| {
+                pgrx::heap_getattr_raw(
+                    row,
+                    NonZeroUsize::new(pg_sys::Anum_pg_extension_extnamespace as usize)?,
+                    (*extensions).rd_att,
+                )
+            })
+            .flatten()
+            .and_then(|datum| pg_sys::Oid::from_datum(datum, false));
+        pg_sys::systable_endscan(scan);
+        pg_sys::table_close(extensions, ACCESS_SHARE);
+        let namespace = namespace?;
+        let oid = pg_sys::get_relname_relid(c"snowflake_sequence_catalog".as_ptr(), namespace);
+        if oid == pg_sys::InvalidOid {
+            return None;
         }
-        table.first().get_two::<String, pg_sys::Oid>().map(Some)
-    });
-    match found {
-        Ok(Some((Some(schema), Some(oid)))) => Some(CatalogTable { schema, oid }),
-        _ => None,
+        let name = pg_sys::get_namespace_name(namespace);
+        if name.is_null() {
+            return None;
+        }
+        let quoted = std::ffi::CStr::from_ptr(pg_sys::quote_identifier(name));
+        Some(CatalogTable {
+            schema: quoted.to_string_lossy().into_owned(),
+            oid,
+        })
     }
 }
+
+const ACCESS_SHARE: pg_sys::LOCKMODE = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
 
 /// The columns of a catalog row that make its layout, in the order `layout_of_row` reads them
 /// from ordinal `first` on.
@@ -79,25 +114,81 @@ fn layout_of_row(row: &SpiHeapTupleData, first: usize) -> Result<Layout, pgrx::s
     })
 }
 
-/// The layout of sequence `name`, or None when no such sequence exists.
+/// The layout of sequence `name`, or None when no such sequence exists: one probe of the
+/// catalog table's primary key, without SQL (see `find`).
 pub fn load_layout(catalog: &CatalogTable, name: &str) -> Option<Layout> {
-    let query = format!(
-        "SELECT {LAYOUT_COLUMNS} FROM {}.snowflake_sequence_catalog \
-         WHERE name OPERATOR(pg_catalog.=) $1",
-        catalog.schema
-    );
-    let layout = Spi::connect(|client| {
-        let Some(row) = client.select(&query, Some(1), &[name.into()])?.next() else {
-            return Ok(None);
-        };
-        layout_of_row(&row, 1).map(Some)
-    })
-    .unwrap_or_else(|error| {
-        errors::internal(format!(
-            "could not read snowflake sequence \"{name}\": {error}"
-        ))
-        .raise()
-    })?;
+    // SAFETY: an index scan of the catalog table inside a transaction, as PostgreSQL scans its
+    // own catalogs (systable_beginscan); the key is a text datum made here, the tuple is read
+    // before the scan ends, and the relation stays open (and locked) meanwhile.
+    let layout = unsafe {
+        let table = pg_sys::table_open(catalog.oid, ACCESS_SHARE);
+        // RelationGetIndexList fills rd_pkindex, the index of the name's primary key.
+        pg_sys::list_free(pg_sys::RelationGetIndexList(table));
+        let primary_key = (*table).rd_pkindex;
+        let descriptor = (*table).rd_att;
+        let column = |column: &std::ffi::CStr| pg_sys::get_attnum(catalog.oid, column.as_ptr());
+        let name_column = column(c"name");
+        // The column's collation, which ordered the index.
+        let (mut type_oid, mut type_modifier, mut collation) =
+            (pg_sys::InvalidOid, 0, pg_sys::InvalidOid);
+        pg_sys::get_atttypetypmodcoll(
+            catalog.oid,
+            name_column,
+            &mut type_oid,
+            &mut type_modifier,
+            &mut collation,
+        );
+        let mut key = pg_sys::ScanKeyData::default();
+        pg_sys::ScanKeyEntryInitialize(
+            &mut key,
+            0,
+            name_column,
+            pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
+            pg_sys::InvalidOid,
+            collation,
+            pg_sys::Oid::from(pg_sys::F_TEXTEQ),
+            pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(
+                name.as_ptr().cast(),
+                name.len() as i32,
+            )),
+        );
+        let scan = pg_sys::systable_beginscan(
+            table,
+            primary_key,
+            primary_key != pg_sys::InvalidOid,
+            std::ptr::null_mut(),
+            1,
+            &mut key,
+        );
+        let row = pg_sys::systable_getnext(scan);
+        let layout = (!row.is_null()).then(|| {
+            let value = |attribute: &std::ffi::CStr| {
+                NonZeroUsize::new(column(attribute).max(0) as usize)
+                    .and_then(|number| pgrx::heap_getattr_raw(row, number, descriptor))
+            };
+            let width = |attribute| {
+                value(attribute).map_or(u8::MAX, |datum| {
+                    i32::from_datum(datum, false).unwrap_or(-1).clamp(0, 255) as u8
+                })
+            };
+            Layout {
+                time_bits: width(c"time_bits"),
+                node_bits: width(c"node_bits"),
+                worker_bits: width(c"worker_bits"),
+                sequence_bits: width(c"sequence_bits"),
+                gene_bits: width(c"gene_bits"),
+                time_unit_us: value(c"time_unit_us")
+                    .and_then(|datum| i64::from_datum(datum, false))
+                    .unwrap_or(0),
+                epoch_unix_us: value(c"epoch")
+                    .and_then(|datum| TimestampWithTimeZone::from_datum(datum, false))
+                    .map_or(i64::MIN, timestamps::unix_us),
+            }
+        });
+        pg_sys::systable_endscan(scan);
+        pg_sys::table_close(table, ACCESS_SHARE);
+        layout
+    }?;
     if let Err(problem) = layout.validate() {
         errors::stored_layout_invalid(name, &problem).raise();
     }

@@ -127,9 +127,9 @@ impl DatabaseFloor {
             }
         })
         .unwrap_or(i64::MIN);
-        // SAFETY: reads the WAL insert position; the write that produced `value` was inserted
-        // before it released the buffer this read waited for, so it lies before this position.
-        let lsn = unsafe { pg_sys::GetXLogInsertRecPtr() };
+        // The write that produced `value` was inserted before it released the buffer this read
+        // waited for, so it lies before this position.
+        let lsn = flushable_insert_position();
         if value > self.written {
             self.written = value;
             self.written_lsn = lsn;
@@ -156,6 +156,34 @@ impl DatabaseFloor {
         self.written = value;
         // SAFETY: this backend's end of its last WAL record, which setval just inserted.
         self.written_lsn = unsafe { pg_sys::XactLastRecEnd };
+    }
+}
+
+/// The current WAL insert position in the form `XLogFlush` accepts: at a page boundary the
+/// insert position points past the page header, where nothing is written yet, and flushing up
+/// to it would fail (*xlog flush request … is not satisfied*); no record ends there, so the page
+/// start covers every record before it.
+fn flushable_insert_position() -> pg_sys::XLogRecPtr {
+    let maxalign = |size: usize| (size + 7) & !7;
+    let short_header = maxalign(std::mem::size_of::<pg_sys::XLogPageHeaderData>()) as u64;
+    let long_header = maxalign(std::mem::size_of::<pg_sys::XLogLongPageHeaderData>()) as u64;
+    // SAFETY: reads the insert position and the segment size, both valid in any backend.
+    let (position, segment) = unsafe {
+        (
+            pg_sys::GetXLogInsertRecPtr(),
+            pg_sys::wal_segment_size as u64,
+        )
+    };
+    let in_page = position % u64::from(pg_sys::XLOG_BLCKSZ);
+    let header = if position % segment == long_header {
+        long_header
+    } else {
+        short_header
+    };
+    if in_page == header {
+        position - in_page
+    } else {
+        position
     }
 }
 

@@ -406,11 +406,7 @@ pub fn reentered() -> Error {
     Error::new(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         "snowflake_id was called again while it was looking up a sequence".into(),
-        Some(
-            "A row-level security policy, function or operator run by that lookup calls \
-             snowflake_id; remove that call."
-                .into(),
-        ),
+        Some("Code run by that lookup calls snowflake_id; remove that call.".into()),
     )
 }
 

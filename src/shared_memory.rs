@@ -273,8 +273,11 @@ impl SharedState {
         self.clock.raise_to(floor_unix_us, monotonic);
         // The published reservation is already in the file (it is published only once written):
         // a floor at or below it is durable as it is. A database's floor relation holds what
-        // this server reserved, so a session's first ID writes nothing.
-        if floor_unix_us <= self.reservation.until_unix_us.load(Ordering::Acquire) {
+        // this server reserved, so a session's first ID writes nothing. A file found unusable
+        // at startup is left as it was (no ID is issued until the operator repairs it).
+        if floor_unix_us <= self.reservation.until_unix_us.load(Ordering::Acquire)
+            || self.reservation.broken.load(Ordering::Relaxed)
+        {
             return;
         }
         // Under the lock, so it cannot race a reservation being written: the file only rises.

@@ -30,6 +30,7 @@ pub use postgres::{Client, Error as PgError, NoTls, Row};
 pub mod auto_failover;
 pub mod column_shapes;
 pub mod fixtures;
+pub mod lagging_link;
 
 static NEXT_CLUSTER: AtomicUsize = AtomicUsize::new(0);
 

@@ -1,0 +1,115 @@
+//! A TCP link on 127.0.0.1 that delivers what its target sends a fixed time late: put between a
+//! primary and its streaming standby, the standby lags by that much, as over a slow network.
+//! Cutting it drops what is still in flight, as a failed primary's unsent WAL is lost.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+pub struct LaggingLink {
+    port: u16,
+    cut: Arc<AtomicBool>,
+    streams: Arc<Mutex<Vec<TcpStream>>>,
+    acceptor: Option<thread::JoinHandle<()>>,
+}
+
+impl LaggingLink {
+    /// Listens on a free port of 127.0.0.1 and forwards each connection to `target_port` there;
+    /// what the target sends back arrives `delay` after it was sent.
+    pub fn start(target_port: u16, delay: Duration) -> LaggingLink {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the lagging link");
+        listener
+            .set_nonblocking(true)
+            .expect("make the listener non-blocking");
+        let port = listener.local_addr().expect("the link's address").port();
+        let cut = Arc::new(AtomicBool::new(false));
+        let streams = Arc::new(Mutex::new(Vec::new()));
+        let acceptor = {
+            let (cut, streams) = (cut.clone(), streams.clone());
+            thread::spawn(move || {
+                while !cut.load(Ordering::Relaxed) {
+                    match listener.accept() {
+                        Ok((client, _)) => {
+                            let Ok(server) = TcpStream::connect(("127.0.0.1", target_port)) else {
+                                continue;
+                            };
+                            client
+                                .set_nonblocking(false)
+                                .expect("blocking client socket");
+                            let copy = |stream: &TcpStream| stream.try_clone().expect("clone");
+                            streams
+                                .lock()
+                                .unwrap()
+                                .extend([copy(&client), copy(&server)]);
+                            pump(copy(&client), copy(&server), Duration::ZERO, cut.clone());
+                            pump(server, client, delay, cut.clone());
+                        }
+                        Err(error) if error.kind() == ErrorKind::WouldBlock => {
+                            thread::sleep(Duration::from_millis(5));
+                        }
+                        Err(_) => break,
+                    }
+                }
+            })
+        };
+        LaggingLink {
+            port,
+            cut,
+            streams,
+            acceptor: Some(acceptor),
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Drops everything in flight, closes every connection and accepts no new one.
+    pub fn cut(&mut self) {
+        self.cut.store(true, Ordering::Relaxed);
+        for stream in self.streams.lock().unwrap().drain(..) {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+        if let Some(acceptor) = self.acceptor.take() {
+            let _ = acceptor.join();
+        }
+    }
+}
+
+impl Drop for LaggingLink {
+    fn drop(&mut self) {
+        self.cut();
+    }
+}
+
+/// Copies `from` to `to`, each chunk `delay` after it was read, until either side closes or the
+/// link is cut (what is queued then is dropped).
+fn pump(mut from: TcpStream, mut to: TcpStream, delay: Duration, cut: Arc<AtomicBool>) {
+    let (sender, receiver) = mpsc::channel::<(Instant, Vec<u8>)>();
+    thread::spawn(move || {
+        let mut buffer = vec![0u8; 64 * 1024];
+        while let Ok(read @ 1..) = from.read(&mut buffer) {
+            if sender
+                .send((Instant::now() + delay, buffer[..read].to_vec()))
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    thread::spawn(move || {
+        for (due, bytes) in receiver {
+            let now = Instant::now();
+            if due > now {
+                thread::sleep(due - now);
+            }
+            if cut.load(Ordering::Relaxed) || to.write_all(&bytes).is_err() {
+                break;
+            }
+        }
+        let _ = to.shutdown(Shutdown::Both);
+    });
+}

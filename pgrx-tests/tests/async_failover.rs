@@ -1,0 +1,185 @@
+//! Failover to an asynchronous standby that lags (docs/design.md §5.2): the standby streams
+//! through a link on 127.0.0.1 that delivers the primary's WAL a fixed time late
+//! (`LaggingLink`); at the failure the link is cut (what is in flight is lost) and the primary
+//! stopped at once; then the standby is promoted and issues IDs. Every ID the old primary
+//! returned (stored or not) must stay below every ID of the promoted standby, for a lag up to
+//! `snowflake.failover_lag` (default 500 ms), in the cases that break a promise made in wall
+//! time: a burst after an idle period (the standby's clock behind), a burst that borrows ticks
+//! seconds ahead (a raised `snowflake.max_lead`), and a lag of 0.9 times the covered bound under
+//! steady load. The IDs are of a `js53` sequence (256 IDs per 10 ms tick and session), whose
+//! bursts move ID time fastest. The test prints what it measured (`--nocapture`).
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use snowflake_id_cluster_tests::fixtures::text;
+use snowflake_id_cluster_tests::lagging_link::LaggingLink;
+use snowflake_id_cluster_tests::{error_parts, wait_until, Client, Cluster};
+
+const JS53_TABLE: &str = "CREATE EXTENSION snowflake_id;
+    SELECT snowflake_create_sequence('web', 'js53');
+    CREATE TABLE web (id bigint PRIMARY KEY DEFAULT snowflake_nextval('web'), n int);";
+
+/// A primary (with `settings`) and a hot standby (its clock `standby_clock` off, a libfaketime
+/// offset) that streams through a link delaying the primary's WAL by `lag`; the standby has
+/// caught up with the table.
+fn lagging_pair(
+    settings: &[&str],
+    standby_clock: &str,
+    lag: Duration,
+) -> (Cluster, Cluster, LaggingLink) {
+    let mut builder = Cluster::builder().setting("listen_addresses = '127.0.0.1'");
+    for setting in settings {
+        builder = builder.setting(setting);
+    }
+    let primary = builder.start();
+    primary.connect().batch_execute(JS53_TABLE).unwrap();
+    primary
+        .connect()
+        .query_one("SELECT snowflake_nextval('web')", &[])
+        .unwrap();
+    let standby = primary.replica().faketime_at(standby_clock).start();
+    primary.wait_for_standby(&standby, Duration::from_secs(60));
+    let link = LaggingLink::start(primary.port(), lag);
+    let mut client = standby.connect();
+    // Two statements: ALTER SYSTEM cannot run inside the implicit transaction of a batch.
+    client
+        .batch_execute(&format!(
+            "ALTER SYSTEM SET primary_conninfo = 'host=127.0.0.1 port={} user=postgres'",
+            link.port()
+        ))
+        .unwrap();
+    client.batch_execute("SELECT pg_reload_conf()").unwrap();
+    let through_link = wait_until(Duration::from_secs(60), || {
+        client
+            .query_opt(
+                "SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming' AND sender_port = $1",
+                &[&i32::from(link.port())],
+            )
+            .unwrap()
+            .is_some()
+    });
+    assert!(
+        through_link,
+        "the standby does not stream through the link\n{}",
+        standby.log_tail()
+    );
+    primary.wait_for_standby(&standby, Duration::from_secs(60));
+    (primary, standby, link)
+}
+
+/// `rows` IDs of `'web'` in statements of `batch` (half stored, half only returned).
+fn burst(client: &mut Client, rows: i64, batch: i64) -> Vec<i64> {
+    let mut ids = Vec::new();
+    while (ids.len() as i64) < rows {
+        let statement = if ids.len() as i64 / batch % 2 == 0 {
+            "INSERT INTO web (n) SELECT g FROM generate_series(1, $1::bigint) g RETURNING id"
+        } else {
+            "SELECT snowflake_nextval('web') FROM generate_series(1, $1::bigint)"
+        };
+        let rows = client
+            .query(statement, &[&batch])
+            .unwrap_or_else(|error| panic!("burst: {:?}", error_parts(&error)));
+        ids.extend(rows.iter().map(|row| row.get::<_, i64>(0)));
+    }
+    ids
+}
+
+/// The failure: the link is cut (WAL in flight is lost), then the primary stops at once; the
+/// standby is promoted and makes `count` IDs in statements of 500. Asserts that every one is
+/// above every ID of `old` (and so equal to none), and prints how long the cut and the stop
+/// took (they add to the lag) and how far the promoted standby's first ID led its clock.
+fn fail_over_and_check(
+    test: &str,
+    mut primary: Cluster,
+    standby: &Cluster,
+    mut link: LaggingLink,
+    old: &[i64],
+    count: i64,
+) {
+    let started = Instant::now();
+    link.cut();
+    primary.stop("immediate");
+    let stop_took = started.elapsed();
+    standby.promote();
+    let mut client = standby.connect();
+    let mut new = Vec::new();
+    while (new.len() as i64) < count {
+        let rows = client
+            .query(
+                "INSERT INTO web (n) SELECT g FROM generate_series(1, 500) g RETURNING id",
+                &[],
+            )
+            .unwrap_or_else(|error| panic!("{test}: {:?}", error_parts(&error)));
+        new.extend(rows.iter().map(|row| row.get::<_, i64>(0)));
+    }
+    let newest_old = old.iter().copied().max().unwrap();
+    let at_or_below = new.iter().filter(|&&id| id <= newest_old).count();
+    let old_set: std::collections::HashSet<i64> = old.iter().copied().collect();
+    let equal = new.iter().filter(|id| old_set.contains(id)).count();
+    let lead = text(
+        &mut client,
+        &format!(
+            "SELECT round(extract(epoch FROM (snowflake_decode({}, 'web')).ts - clock_timestamp())
+                          * 1000)::text",
+            new[0]
+        ),
+    );
+    println!(
+        "[{test}] old primary returned {} IDs; cut-to-stop took {stop_took:.0?}; the promoted \
+         standby made {} IDs: {at_or_below} at or below the old primary's newest, {equal} equal \
+         to one; its first ID led its clock by {lead} ms",
+        old.len(),
+        new.len()
+    );
+    assert_eq!(
+        (at_or_below, equal),
+        (0, 0),
+        "{test}: old IDs issued again or passed"
+    );
+}
+
+#[test]
+fn a_burst_after_an_idle_period_is_covered_with_the_standbys_clock_behind() {
+    let test = "idle 30 s, burst of 5,000 js53 IDs, lag 300 ms, standby clock 15 s behind";
+    let (primary, standby, link) = lagging_pair(&[], "-15s", Duration::from_millis(300));
+    thread::sleep(Duration::from_secs(30));
+    let old = burst(&mut primary.connect(), 5_000, 500);
+    fail_over_and_check(test, primary, &standby, link, &old, 10_000);
+}
+
+#[test]
+fn a_burst_that_borrows_seconds_ahead_is_covered_with_a_raised_max_lead() {
+    let test = "max_lead 3 s, burst of 60,000 js53 IDs, lag 300 ms";
+    let (primary, standby, link) = lagging_pair(
+        &["snowflake.max_lead = 3000"],
+        "+0",
+        Duration::from_millis(300),
+    );
+    let mut client = primary.connect();
+    let old = burst(&mut client, 60_000, 10_000);
+    let ahead = text(
+        &mut client,
+        &format!(
+            "SELECT round(extract(epoch FROM (snowflake_decode({}, 'web')).ts - clock_timestamp())
+                          * 1000)::text",
+            old.iter().max().unwrap()
+        ),
+    );
+    println!("[{test}] the burst's newest ID is {ahead} ms ahead of the primary's clock");
+    fail_over_and_check(test, primary, &standby, link, &old, 10_000);
+}
+
+#[test]
+fn a_lag_of_nine_tenths_of_the_covered_bound_under_steady_load_is_covered() {
+    let test = "lag 450 ms (0.9 x snowflake.failover_lag), steady load";
+    let (primary, standby, link) = lagging_pair(&[], "+0", Duration::from_millis(450));
+    let mut client = primary.connect();
+    let mut old = Vec::new();
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        old.extend(burst(&mut client, 200, 200));
+        thread::sleep(Duration::from_millis(20));
+    }
+    fail_over_and_check(test, primary, &standby, link, &old, 10_000);
+}
