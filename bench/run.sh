@@ -15,6 +15,12 @@
 # BENCH_PGBENCH_REPS (3), BENCH_PGBENCH_SECONDS (3), BENCH_INSERT_ROWS (1000000),
 # BENCH_WAIT_QUIET (seconds to wait for a quiet machine first, default 60), BENCH_TAIL_SECONDS
 # (single-row inserts per id column and fsync setting, default 60), BENCH_SLOW_FSYNC_US (20000).
+#
+#     bash bench/run.sh connections
+#
+# runs only the cost of a new connection's first ID (bench/connections.py: pgbench --connect,
+# SELECT snowflake_nextval() against SELECT 1, with 0, 500 and 5,000 keyed tables; knobs
+# BENCH_CONNECT_SECONDS, 5, and BENCH_CONNECT_REPS, 3) and writes connections.{md,json}.
 # Benchmarks are not tests: nothing here fails on a timing, only on a broken setup.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,8 +57,14 @@ for major in $BENCH_MAJORS; do
     cargo pgrx install --release --pg-config "$pg_config" --no-default-features \
         --features "pg$major" >/dev/null
 
-    step "PostgreSQL $major: benchmarks (bench/run.py)"
-    "$VENV/bin/python" bench/run.py --bindir "$BIN" --dir "$BENCH_DIR" \
-        --library target/release/libsnowflake_id.so --results "bench/results/pg$major" "$@"
+    if [ "${1:-}" = connections ]; then
+        step "PostgreSQL $major: a new connection's first ID (bench/connections.py)"
+        "$VENV/bin/python" bench/connections.py --bindir "$BIN" --dir "$BENCH_DIR" \
+            --results "bench/results/pg$major"
+    else
+        step "PostgreSQL $major: benchmarks (bench/run.py)"
+        "$VENV/bin/python" bench/run.py --bindir "$BIN" --dir "$BENCH_DIR" \
+            --library target/release/libsnowflake_id.so --results "bench/results/pg$major" "$@"
+    fi
     stop_cluster
 done

@@ -86,18 +86,20 @@ class Cluster:
     def postmaster_pid(self):
         return int((self.data / "postmaster.pid").read_text().split()[0])
 
-    def connect(self):
+    def connect(self, database="postgres"):
         import psycopg  # only the measuring needs it, not the report or the parsers
 
-        return psycopg.connect(host=str(self.dir), port=PORT, user="postgres", dbname="postgres",
+        return psycopg.connect(host=str(self.dir), port=PORT, user="postgres", dbname=database,
                                autocommit=True)
 
-    def pgbench_command(self, clients, seconds, script):
-        """pgbench running `script` in `clients` sessions (one thread each) for `seconds`."""
+    def pgbench_command(self, clients, seconds, script, database="postgres", reconnect=False):
+        """pgbench running `script` in `clients` sessions (one thread each) for `seconds`; with
+        `reconnect`, each transaction on a new connection (--connect)."""
         return [str(part) for part in
                 [self.bindir / "pgbench", "--no-vacuum", "--host", self.dir, "--port", PORT,
                  "--username", "postgres", "--client", clients, "--jobs", clients,
-                 "--time", seconds, "--file", script, "postgres"]]
+                 "--time", seconds, "--file", script, *(["--connect"] if reconnect else []),
+                 database]]
 
     def mapped_library_sha256(self):
         """sha256 of the snowflake_id.so that the running postmaster has mapped."""

@@ -7,10 +7,22 @@
 
 use postgres::Client;
 
-use crate::error_parts;
+use crate::{error_parts, Cluster};
 
-/// Creates the extension and one table per shape in `client`'s database.
-pub const SHAPES: &str = "
+/// The database that holds the shapes (the sequence `'default'` is used in `postgres` too).
+pub const DATABASE: &str = "second";
+
+/// Creates database [`DATABASE`] in `cluster`, with the extension and one table per shape.
+pub fn create(cluster: &Cluster) {
+    cluster
+        .connect()
+        .batch_execute(&format!("CREATE DATABASE {DATABASE}"))
+        .unwrap();
+    cluster.connect_to(DATABASE).batch_execute(SHAPES).unwrap();
+}
+
+/// The extension and one table per shape.
+const SHAPES: &str = "
     CREATE EXTENSION snowflake_id;
     CREATE FUNCTION next_order_id() RETURNS bigint LANGUAGE sql AS 'SELECT snowflake_nextval()';
     CREATE TABLE wrapped (id bigint PRIMARY KEY DEFAULT next_order_id(), n int);

@@ -43,29 +43,30 @@ fn dump_restored_into_a_new_cluster_ten_minutes_behind_continues_above_the_store
     );
     let old = Cluster::builder().installation(&from).start();
     old.connect().batch_execute(DEFAULT_IDS_TABLE).unwrap();
-    old.connect()
-        .batch_execute("CREATE DATABASE second")
-        .unwrap();
-    old.connect_to("second")
-        .batch_execute(column_shapes::SHAPES)
-        .unwrap();
+    column_shapes::create(&old);
     let mut before = Issued::new("old cluster, insert load");
     insert_load(&old, &mut before, 0..2, ROWS);
-    column_shapes::fill(&mut old.connect_to("second"), ROWS);
-    let stored_shapes = column_shapes::stored(&mut old.connect_to("second"));
+    column_shapes::fill(&mut old.connect_to(column_shapes::DATABASE), ROWS);
+    let stored_shapes = column_shapes::stored(&mut old.connect_to(column_shapes::DATABASE));
 
     let new = Cluster::builder().faketime_at("-10m").start();
     let mut client = new.connect();
     let offset = assert_server_clock_offset(&mut client, -10 * MINUTE_US);
     println!("[{test}] new cluster's wall clock {offset} µs off the real time");
     old.dump_and_restore_into("postgres", &new, "postgres");
-    client.batch_execute("CREATE DATABASE second").unwrap();
-    old.dump_and_restore_into("second", &new, "second");
+    let shapes = column_shapes::DATABASE;
+    client
+        .batch_execute(&format!("CREATE DATABASE {shapes}"))
+        .unwrap();
+    old.dump_and_restore_into(shapes, &new, shapes);
     assert_ids_rows(&new, before.ids.len() as i64, "rows of the dump");
 
     // The second database first: its floor relation alone covers its IDs.
-    let (below, equal) =
-        column_shapes::new_ids_against(&mut new.connect_to("second"), &stored_shapes, 4 * ROWS);
+    let (below, equal) = column_shapes::new_ids_against(
+        &mut new.connect_to(column_shapes::DATABASE),
+        &stored_shapes,
+        4 * ROWS,
+    );
     println!(
         "[{test}] second database: {} IDs stored in 7 column shapes; {} new IDs: {below} at or \
          below the newest stored, {equal} equal to a stored one",

@@ -40,12 +40,7 @@ fn upgraded_cluster_continues_above_the_ids_in_its_tables() {
         .faketime_at(CLOCK_FAST)
         .start();
     old.connect().batch_execute(DEFAULT_IDS_TABLE).unwrap();
-    old.connect()
-        .batch_execute("CREATE DATABASE second")
-        .unwrap();
-    old.connect_to("second")
-        .batch_execute(column_shapes::SHAPES)
-        .unwrap();
+    column_shapes::create(&old);
     let (fast, corrected) = clock_fast_then_corrected(
         &old,
         |offset| old.set_fake_time(offset),
@@ -54,9 +49,9 @@ fn upgraded_cluster_continues_above_the_ids_in_its_tables() {
         10_000,
     );
     // Still ahead of real time: the cluster clock leads until the step back has decayed.
-    column_shapes::fill(&mut old.connect_to("second"), SHAPE_ROWS);
+    column_shapes::fill(&mut old.connect_to(column_shapes::DATABASE), SHAPE_ROWS);
     let stored = count(&mut old.connect(), "SELECT count(*) FROM ids");
-    let stored_shapes = column_shapes::stored(&mut old.connect_to("second"));
+    let stored_shapes = column_shapes::stored(&mut old.connect_to(column_shapes::DATABASE));
     old.stop("fast");
 
     let mut new = Cluster::builder().create();
@@ -75,8 +70,11 @@ fn upgraded_cluster_continues_above_the_ids_in_its_tables() {
     );
     assert_no_id_reissued(test, &[&fast, &corrected, &upgraded]);
 
-    let (below, equal) =
-        column_shapes::new_ids_against(&mut new.connect_to("second"), &stored_shapes, NEW_IDS);
+    let (below, equal) = column_shapes::new_ids_against(
+        &mut new.connect_to(column_shapes::DATABASE),
+        &stored_shapes,
+        NEW_IDS,
+    );
     println!(
         "[{test}] second database: {} IDs stored in 7 column shapes; {NEW_IDS} new IDs: {below} \
          at or below the newest stored, {equal} equal to a stored one",
