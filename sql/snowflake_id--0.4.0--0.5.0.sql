@@ -17,6 +17,16 @@ COMMENT ON SEQUENCE snowflake_floor IS
     'snowflake_id: no ID issued in this database has a tick ending after this time (µs since 1970)';
 REVOKE ALL ON SEQUENCE snowflake_floor FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('snowflake_floor', '');
+-- Which cluster wrote snowflake_floor: its system identifier (pg_control_system()), 0 for none.
+-- A value another cluster wrote (pg_upgrade, a restored dump) raises this server's floor; one
+-- this cluster wrote is already below its reservation file and WAL records, so a clean restart
+-- does not jump ahead to it.
+CREATE SEQUENCE snowflake_floor_writer AS bigint MINVALUE -9223372036854775808 START WITH 0
+    NO CYCLE;
+COMMENT ON SEQUENCE snowflake_floor_writer IS
+    'snowflake_id: system identifier of the cluster that last wrote snowflake_floor';
+REVOKE ALL ON SEQUENCE snowflake_floor_writer FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('snowflake_floor_writer', '');
 
 CREATE OR REPLACE FUNCTION snowflake_raise_floor(until timestamptz) RETURNS timestamptz
 STRICT VOLATILE PARALLEL UNSAFE

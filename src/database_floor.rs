@@ -19,6 +19,8 @@ use crate::gucs;
 use crate::shared_memory::SharedState;
 
 const RELATION_NAME: &std::ffi::CStr = c"snowflake_floor";
+/// The relation that says which cluster wrote the floor: its system identifier.
+const WRITER_RELATION_NAME: &std::ffi::CStr = c"snowflake_floor_writer";
 
 /// How far a time may lie beyond the cluster clock for `snowflake_raise_floor`: a floor that
 /// far ahead makes IDs lead real time by as much, for ten times as long (design §3.1).
@@ -28,9 +30,11 @@ pub const MAX_RAISE_AHEAD_US: i64 = 24 * 3_600 * 1_000_000;
 pub struct DatabaseFloor {
     /// The catalog table the relation was looked up for (a new one means a new extension).
     catalog: pg_sys::Oid,
-    /// The relation and its owner, or None where the extension predates it (0.4.0 and earlier,
-    /// not yet updated).
-    relation: Option<(pg_sys::Oid, pg_sys::Oid)>,
+    /// The relations, or None where the extension predates them (0.4.0 and earlier, not yet
+    /// updated).
+    relation: Option<Relations>,
+    /// Whether the writer relation names this cluster, as this backend last read or wrote it.
+    ours: bool,
     /// The relation's value as this backend last read or wrote it, and a WAL position at or
     /// after the record that wrote it.
     written: i64,
@@ -44,6 +48,7 @@ impl DatabaseFloor {
         DatabaseFloor {
             catalog: pg_sys::InvalidOid,
             relation: None,
+            ours: false,
             written: i64::MIN,
             written_lsn: 0,
             durable: i64::MIN,
@@ -66,8 +71,8 @@ impl DatabaseFloor {
     }
 
     /// Before a generator's first ID: reads the relation, raising the durable floor (and the
-    /// cluster clock) when it holds a time this server has not reserved itself: a restored
-    /// dump, `pg_upgrade`, a promoted standby, `snowflake_raise_floor` in another session.
+    /// cluster clock) when another cluster wrote it (`pg_upgrade`, a restored dump), or when
+    /// this server started without its reservation file.
     pub fn learn(&mut self, shared: &SharedState) {
         if let Some(relation) = self.relation {
             self.read(relation, shared);
@@ -114,10 +119,54 @@ impl DatabaseFloor {
         self.durable = self.written;
     }
 
-    fn read(&mut self, (relation, owner): (pg_sys::Oid, pg_sys::Oid), shared: &SharedState) {
-        // Only the owner may read it (no privileges for PUBLIC); pg_sequence_last_value is
-        // PostgreSQL's own function and runs no code of any role.
-        let value = as_owner(owner, || {
+    fn read(&mut self, relations: Relations, shared: &SharedState) {
+        let value = relations.value(relations.floor).unwrap_or(i64::MIN);
+        self.ours = relations.value(relations.writer) == Some(this_cluster());
+        // The write that produced `value` was inserted before it released the buffer this read
+        // waited for, so it lies before this position.
+        let lsn = flushable_insert_position();
+        if value > self.written {
+            self.written = value;
+            self.written_lsn = lsn;
+        }
+        // A value another cluster wrote covers IDs this server never saw: no ID may be issued
+        // below it. One this cluster wrote (here, or on the primary whose WAL this server
+        // replayed) is below what its reservation file and WAL records hold, unless the server
+        // started without the file; then only what it has not reserved itself counts.
+        let elsewhere = !self.ours
+            || (shared.started_without_reservation() && value > shared.reserved_until());
+        if elsewhere {
+            shared.raise_durable_floor(value);
+        }
+    }
+
+    fn write(&mut self, relations: Relations, value: i64) {
+        if !self.ours {
+            // The writer first: a value that is not ours stays covered by the floor it raised.
+            relations.set(relations.writer, this_cluster());
+            self.ours = true;
+        }
+        relations.set(relations.floor, value);
+        self.written = value;
+        // SAFETY: this backend's end of its last WAL record, which setval just inserted.
+        self.written_lsn = unsafe { pg_sys::XactLastRecEnd };
+    }
+}
+
+/// The floor relation and the writer relation of one database, and their owner.
+#[derive(Clone, Copy)]
+struct Relations {
+    floor: pg_sys::Oid,
+    writer: pg_sys::Oid,
+    owner: pg_sys::Oid,
+}
+
+impl Relations {
+    /// The sequence's value (None before it was first set). Only the owner may read it (no
+    /// privileges for PUBLIC); pg_sequence_last_value is PostgreSQL's own function and runs no
+    /// code of any role.
+    fn value(&self, relation: pg_sys::Oid) -> Option<i64> {
+        as_owner(self.owner, || {
             // SAFETY: a built-in function of one regclass argument, called with one.
             unsafe {
                 pgrx::direct_function_call::<i64>(
@@ -126,23 +175,11 @@ impl DatabaseFloor {
                 )
             }
         })
-        .unwrap_or(i64::MIN);
-        // The write that produced `value` was inserted before it released the buffer this read
-        // waited for, so it lies before this position.
-        let lsn = flushable_insert_position();
-        if value > self.written {
-            self.written = value;
-            self.written_lsn = lsn;
-        }
-        // This server writes only what it reserved (and published) itself: a larger value came
-        // from elsewhere, and no ID may be issued below it.
-        if value > shared.reserved_until() {
-            shared.raise_durable_floor(value);
-        }
     }
 
-    fn write(&mut self, (relation, owner): (pg_sys::Oid, pg_sys::Oid), value: i64) {
-        as_owner(owner, || {
+    /// Sets the sequence to `value` with PostgreSQL's own `setval`, as the owner.
+    fn set(&self, relation: pg_sys::Oid, value: i64) {
+        as_owner(self.owner, || {
             writable(|| {
                 // SAFETY: a built-in function of (regclass, bigint, boolean), called with those.
                 unsafe {
@@ -153,10 +190,14 @@ impl DatabaseFloor {
                 }
             })
         });
-        self.written = value;
-        // SAFETY: this backend's end of its last WAL record, which setval just inserted.
-        self.written_lsn = unsafe { pg_sys::XactLastRecEnd };
     }
+}
+
+/// This cluster's system identifier (from `initdb`, kept by its standbys and backups, new after
+/// `pg_upgrade`), as the writer relation stores it.
+fn this_cluster() -> i64 {
+    // SAFETY: reads a value PostgreSQL fixed at startup.
+    unsafe { pg_sys::GetSystemIdentifier() as i64 }
 }
 
 /// The current WAL insert position in the form `XLogFlush` accepts: at a page boundary the
@@ -193,21 +234,27 @@ fn quarter_window_us() -> i64 {
     i64::from(gucs::RESERVE_AHEAD_MS.get()) * 1_000 / 4
 }
 
-/// The floor relation next to the catalog table, and its owner.
-fn locate(catalog: pg_sys::Oid) -> Option<(pg_sys::Oid, pg_sys::Oid)> {
+/// The floor and writer relations next to the catalog table, and their owner.
+fn locate(catalog: pg_sys::Oid) -> Option<Relations> {
     // SAFETY: syscache lookups inside a transaction; the catalog table exists (just found).
     unsafe {
         let namespace = pg_sys::get_rel_namespace(catalog);
-        let relation = pg_sys::get_relname_relid(RELATION_NAME.as_ptr(), namespace);
-        if relation == pg_sys::InvalidOid
-            || pg_sys::get_rel_relkind(relation) != pg_sys::RELKIND_SEQUENCE as std::ffi::c_char
-        {
-            return None;
-        }
-        let opened = pg_sys::relation_open(relation, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        let sequence = |name: &std::ffi::CStr| {
+            let relation = pg_sys::get_relname_relid(name.as_ptr(), namespace);
+            (relation != pg_sys::InvalidOid
+                && pg_sys::get_rel_relkind(relation)
+                    == pg_sys::RELKIND_SEQUENCE as std::ffi::c_char)
+                .then_some(relation)
+        };
+        let (floor, writer) = (sequence(RELATION_NAME)?, sequence(WRITER_RELATION_NAME)?);
+        let opened = pg_sys::relation_open(floor, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
         let owner = (*(*opened).rd_rel).relowner;
         pg_sys::relation_close(opened, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-        Some((relation, owner))
+        Some(Relations {
+            floor,
+            writer,
+            owner,
+        })
     }
 }
 

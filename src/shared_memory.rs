@@ -48,6 +48,9 @@ pub struct Reservation {
     pub floor_unix_us: AtomicI64,
     /// The file was unreadable or corrupt at startup: no ID may be issued.
     pub broken: AtomicBool,
+    /// There was no reservation file at startup (a new cluster, or a lost file): the databases'
+    /// floor relations are all this server knows of IDs issued before (design §5.3).
+    started_without_file: AtomicBool,
     /// The server started as a standby or in archive recovery (a PITR restore): before its
     /// first ID it moves its floor above the last reservation it replayed (design §5.2).
     promotion_pending: AtomicBool,
@@ -243,6 +246,13 @@ impl SharedState {
     /// The published reservation (i64::MIN before the first): no ID's tick ends after it.
     pub fn reserved_until(&self) -> i64 {
         self.reservation.until_unix_us.load(Ordering::Acquire)
+    }
+
+    /// Whether the server started without a reservation file (design §5.3).
+    pub fn started_without_reservation(&self) -> bool {
+        self.reservation
+            .started_without_file
+            .load(Ordering::Relaxed)
     }
 
     /// The durable floor: no ID issued before (here, or where the WAL or the database came
@@ -545,6 +555,7 @@ unsafe extern "C-unwind" fn init_shared_memory() {
                     until_unix_us: AtomicI64::new(i64::MIN),
                     floor_unix_us: AtomicI64::new(floor),
                     broken: AtomicBool::new(broken),
+                    started_without_file: AtomicBool::new(floor == i64::MIN && !broken),
                     // The signal files of standby mode and targeted recovery (the data
                     // directory is the working directory).
                     promotion_pending: AtomicBool::new(
