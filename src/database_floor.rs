@@ -133,8 +133,8 @@ impl DatabaseFloor {
         // below it. One this cluster wrote (here, or on the primary whose WAL this server
         // replayed) is below what its reservation file and WAL records hold, unless the server
         // started without the file; then only what it has not reserved itself counts.
-        let elsewhere = !self.ours
-            || (shared.started_without_reservation() && value > shared.reserved_until());
+        let elsewhere =
+            !self.ours || (shared.started_without_reservation() && value > shared.reserved_until());
         if elsewhere {
             shared.raise_durable_floor(value);
         }
