@@ -8,8 +8,9 @@
 //! A backend reads the relation before its first generator (raising the cluster's durable floor
 //! when the relation holds more than this server reserved: it came from elsewhere), and before
 //! an ID of a tick leaves it makes sure the relation covers that tick's end durably: it writes
-//! the published reservation into it a quarter window before it is needed, and flushes the WAL
-//! up to that write only when the tick gets there (by then the WAL writer usually has).
+//! the published reservation into it half a window before it is needed, and flushes the WAL up
+//! to that write only when the tick gets there (by then the reservation worker's next renewal,
+//! which flushes the WAL, or the WAL writer has, so no session waits for a flush).
 
 use pgrx::prelude::*;
 
@@ -82,7 +83,7 @@ impl DatabaseFloor {
     /// Before the first ID of a tick ending at `end_unix_us` leaves (the reservation already
     /// covers it): the relation holds at least `end_unix_us`, and the WAL holds that write.
     pub fn cover(&mut self, end_unix_us: i64, shared: &SharedState) {
-        let margin = quarter_window_us();
+        let margin = half_window_us();
         if end_unix_us <= self.durable && end_unix_us.saturating_add(margin) <= self.written {
             return;
         }
@@ -93,7 +94,7 @@ impl DatabaseFloor {
             self.read(relation, shared);
             if end_unix_us.saturating_add(margin) > self.written {
                 // The published reservation covers `end_unix_us` by at least half a window
-                // (design §5.1), so this write lasts a quarter window at least.
+                // (design §5.1), the margin this write must leave.
                 let target = shared.reserved_until().max(end_unix_us);
                 self.write(relation, target);
             }
@@ -228,10 +229,11 @@ fn flushable_insert_position() -> pg_sys::XLogRecPtr {
     }
 }
 
-/// A quarter of `snowflake.reserve_ahead`: how early the relation is renewed before a tick
-/// reaches it.
-fn quarter_window_us() -> i64 {
-    i64::from(gucs::RESERVE_AHEAD_MS.get()) * 1_000 / 4
+/// Half of `snowflake.reserve_ahead`: how early the relation is renewed before a tick reaches
+/// it. Longer than a renewal period (a quarter window) plus a renewal, whose WAL flush makes the
+/// write durable before a tick needs it.
+fn half_window_us() -> i64 {
+    i64::from(gucs::RESERVE_AHEAD_MS.get()) * 1_000 / 2
 }
 
 /// The floor and writer relations next to the catalog table, and their owner.
