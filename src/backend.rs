@@ -125,12 +125,9 @@ pub fn next_id(name: &str, gene: Option<i64>) -> i64 {
             last_id,
             floor,
         } = backend;
-        let catalog = sequences.catalog_table();
-        if !floor.follows(catalog) {
-            floor.follow(catalog);
-        }
         // Looked up once: the gene check needs the layout before a slot is claimed.
-        let entry = sequences.entry(name);
+        let (catalog, entry) = sequences.entry_and_catalog(name);
+        floor.follow(catalog);
         let layout = entry.layout;
         let gene = match gene {
             None => 0,
@@ -166,9 +163,7 @@ pub fn raise_floor(until_unix_us: i64) -> i64 {
     }
     with_backend(|backend| {
         let catalog = backend.sequences.catalog_table();
-        if !backend.floor.follows(catalog) {
-            backend.floor.follow(catalog);
-        }
+        backend.floor.follow(catalog);
         // The database first (a WAL record, flushed), then the cluster: its WAL (standbys,
         // restored backups), its file and its clock, which every session reads.
         backend.floor.raise(catalog, until_unix_us, shared);

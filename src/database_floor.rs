@@ -56,14 +56,13 @@ impl DatabaseFloor {
         }
     }
 
-    /// Whether the relation was looked up for `catalog` (the extension now installed).
-    pub fn follows(&self, catalog: &CatalogTable) -> bool {
-        self.catalog == catalog.oid()
-    }
-
-    /// Looks up the relation of the extension whose catalog table is `catalog`, forgetting what
-    /// was known of another one's (the extension was dropped and created again).
+    /// Follows the extension whose catalog table is `catalog`: looks up its relations the first
+    /// time, forgetting what was known of another one's (the extension was dropped and created
+    /// again).
     pub fn follow(&mut self, catalog: &CatalogTable) {
+        if self.catalog == catalog.oid() {
+            return;
+        }
         *self = DatabaseFloor {
             catalog: catalog.oid(),
             relation: locate(catalog.oid()),

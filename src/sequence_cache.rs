@@ -49,20 +49,34 @@ impl<S> SequenceCache<S> {
                 .iter_mut()
                 .for_each(|entry| entry.verified = false);
         }
-        self.catalog.get_or_insert_with(|| {
-            let catalog = catalog::locate();
-            watch(&catalog);
-            catalog
-        })
+        self.catalog.get_or_insert_with(locate_and_watch)
     }
 
     /// Sequence `name`'s entry, loaded or re-verified first; raises 42704 when it does not exist.
     pub fn entry(&mut self, name: &str) -> &mut Entry<S> {
+        let position = self.position_of(name);
+        &mut self.entries[position]
+    }
+
+    /// [`Self::entry`] and the catalog table it was read from, from one look-up.
+    pub fn entry_and_catalog(&mut self, name: &str) -> (&CatalogTable, &mut Entry<S>) {
+        let position = self.position_of(name);
+        let SequenceCache { catalog, entries } = self;
+        // position_of located the catalog table already.
+        (
+            catalog.get_or_insert_with(locate_and_watch),
+            &mut entries[position],
+        )
+    }
+
+    /// Where sequence `name`'s entry is, loaded or re-verified first (42704 when it does not
+    /// exist).
+    fn position_of(&mut self, name: &str) -> usize {
         self.catalog_table(); // notices a committed catalog change first
         let position = self.entries.iter().position(|entry| entry.name == name);
         if let Some(position) = position {
             if self.entries[position].verified {
-                return &mut self.entries[position];
+                return position;
             }
         }
         let catalog = self.catalog_table().clone();
@@ -72,7 +86,7 @@ impl<S> SequenceCache<S> {
             }
             errors::sequence_not_found(name, &catalog.schema).raise()
         };
-        let position = match position {
+        match position {
             Some(position) => {
                 let entry = &mut self.entries[position];
                 if entry.layout != layout {
@@ -93,9 +107,15 @@ impl<S> SequenceCache<S> {
                 });
                 self.entries.len() - 1
             }
-        };
-        &mut self.entries[position]
+        }
     }
+}
+
+/// Finds the catalog table and starts watching it for committed changes.
+fn locate_and_watch() -> CatalogTable {
+    let catalog = catalog::locate();
+    watch(&catalog);
+    catalog
 }
 
 /// Whether the catalog changed since the last call (clears the flag).

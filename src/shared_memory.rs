@@ -272,15 +272,9 @@ impl SharedState {
     /// relation, `snowflake_raise_floor`): the cluster clock moves up to it, and the file keeps
     /// it past the next checkpoint. Called in the startup process during replay, and in backends.
     pub fn raise_durable_floor(&self, floor_unix_us: i64) {
-        let previous = self
-            .reservation
-            .floor_unix_us
-            .fetch_max(floor_unix_us, Ordering::AcqRel);
-        if floor_unix_us <= previous {
+        if !self.raise_floor_and_clock(floor_unix_us) {
             return;
         }
-        let (_, monotonic) = system_clocks_us();
-        self.clock.raise_to(floor_unix_us, monotonic);
         // The published reservation is already in the file (it is published only once written):
         // a floor at or below it is durable as it is. A database's floor relation holds what
         // this server reserved, so a session's first ID writes nothing. A file found unusable
@@ -290,11 +284,8 @@ impl SharedState {
         {
             return;
         }
-        // Under the lock, so it cannot race a reservation being written: the file only rises.
-        let written = self.with_reservation_lock(|| match reservation::read(Path::new(".")) {
-            Ok(Some(file)) if file >= floor_unix_us => Ok(()),
-            _ => reservation::write(Path::new("."), floor_unix_us),
-        });
+        // Under the lock, so it cannot race a reservation being written.
+        let written = self.with_reservation_lock(|| raise_file(floor_unix_us));
         if let Err(error) = written {
             // Replay must go on; the WAL still holds the record until the next checkpoint.
             pgrx::warning!(
@@ -302,6 +293,21 @@ impl SharedState {
                 in_data_dir(&error.path)
             );
         }
+    }
+
+    /// Raises the durable floor, and the cluster clock with it, to `floor_unix_us` in shared
+    /// memory; whether the floor rose.
+    fn raise_floor_and_clock(&self, floor_unix_us: i64) -> bool {
+        let previous = self
+            .reservation
+            .floor_unix_us
+            .fetch_max(floor_unix_us, Ordering::AcqRel);
+        if floor_unix_us <= previous {
+            return false;
+        }
+        let (_, monotonic) = system_clocks_us();
+        self.clock.raise_to(floor_unix_us, monotonic);
+        true
     }
 
     /// Before the first ID after standby mode or archive recovery (a promotion, a point-in-time
@@ -322,12 +328,8 @@ impl SharedState {
             let mut written = Ok(());
             if replayed != i64::MIN {
                 let floor = replayed.saturating_add(failover_margin_us());
-                self.reservation
-                    .floor_unix_us
-                    .fetch_max(floor, Ordering::AcqRel);
-                let (_, monotonic) = system_clocks_us();
-                self.clock.raise_to(floor, monotonic);
-                written = reservation::write(Path::new("."), floor);
+                self.raise_floor_and_clock(floor);
+                written = raise_file(floor);
             }
             pending.store(false, Ordering::Release);
             written
@@ -403,6 +405,14 @@ fn renew_mark(ahead_us: i64) -> i64 {
 /// an eighth of a window (a worker's two periods) after the worker's mark.
 fn session_renew_mark(ahead_us: i64) -> i64 {
     ahead_us - ahead_us * 3 / 8
+}
+
+/// Under the reservation lock: the file rises to `floor_unix_us` (it never goes down).
+fn raise_file(floor_unix_us: i64) -> Result<(), reservation::WriteError> {
+    match reservation::read(Path::new(".")) {
+        Ok(Some(file)) if file >= floor_unix_us => Ok(()),
+        _ => reservation::write(Path::new("."), floor_unix_us),
+    }
 }
 
 /// The coarsest time unit a sequence can have: the end of a tick issued at time t is at most
