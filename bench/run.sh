@@ -21,6 +21,12 @@
 # runs only the cost of a new connection's first ID (bench/connections.py: pgbench --connect,
 # SELECT snowflake_nextval() against SELECT 1, with 0, 500 and 5,000 keyed tables; knobs
 # BENCH_CONNECT_SECONDS, 5, and BENCH_CONNECT_REPS, 3) and writes connections.{md,json}.
+#
+#     bash bench/run.sh sharing
+#
+# runs only the cost per ID of sessions sharing a worker id against sessions alone on theirs, at
+# 2, 4 and 8 sessions (bench/sharing.py; knobs BENCH_SHARING_SECONDS, 5, and BENCH_SHARING_REPS,
+# 3) and writes sharing.{md,json}.
 # Benchmarks are not tests: nothing here fails on a timing, only on a broken setup.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,6 +66,10 @@ for major in $BENCH_MAJORS; do
     if [ "${1:-}" = connections ]; then
         step "PostgreSQL $major: a new connection's first ID (bench/connections.py)"
         "$VENV/bin/python" bench/connections.py --bindir "$BIN" --dir "$BENCH_DIR" \
+            --results "bench/results/pg$major"
+    elif [ "${1:-}" = sharing ]; then
+        step "PostgreSQL $major: shared worker ids (bench/sharing.py)"
+        "$VENV/bin/python" bench/sharing.py --bindir "$BIN" --dir "$BENCH_DIR" \
             --results "bench/results/pg$major"
     else
         step "PostgreSQL $major: benchmarks (bench/run.py)"

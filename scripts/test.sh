@@ -32,6 +32,9 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
         || install_pg_auto_failover_from_source "$(auto_failover_major_of "$major")"
 done
 
+# PgBouncer for the connection-pool tests (pgrx-tests/tests/connection_pools.rs).
+apt_install_missing pgbouncer
+
 # Citus for the Citus tests (every major), from the tarballs in vendor/citus/ (checked against
 # their SHA-256).
 for major in "${SUPPORTED_PG_MAJORS[@]}"; do
@@ -50,6 +53,11 @@ done
 
 run_step "pure core: unit and property tests (cargo test -p snowflake_id_core, no PostgreSQL)" \
     "$LOGS/core.log" cargo test -p snowflake_id_core
+# The model check of a worker id going from one session to shared (loom explores every
+# interleaving); its own target directory, as --cfg loom rebuilds the core.
+RUSTFLAGS="--cfg loom" run_step "pure core: loom model check of worker-id sharing" \
+    "$LOGS/loom.log" cargo test -p snowflake_id_core --release --target-dir target/loom \
+    --test worker_id_sharing_model
 run_step "benchmark package: unit tests (python3 -m unittest)" "$LOGS/bench.log" \
     python3 -m unittest discover --start-directory bench/tests --top-level-directory bench
 
@@ -103,6 +111,8 @@ report() {
 }
 read -r passed failed < <(count_cargo "$LOGS/core.log")
 report "core unit" "$passed" "$failed"
+read -r passed failed < <(count_cargo "$LOGS/loom.log")
+report "core loom model" "$passed" "$failed"
 read -r passed failed < <(count_unittest "$LOGS/bench.log")
 report "bench unit" "$passed" "$failed"
 for major in "${SUPPORTED_PG_MAJORS[@]}"; do

@@ -1,12 +1,6 @@
 -- Views over the Rust functions; created after them.
 
-CREATE VIEW snowflake_workers AS
-SELECT w.slot, w.pid, d.datname AS database, w.claimed_at, w.ids_issued
-FROM snowflake_worker_slots() AS w
-LEFT JOIN pg_catalog.pg_database AS d ON d.oid = w.database_oid
-ORDER BY w.slot;
-COMMENT ON VIEW snowflake_workers IS 'Worker slots held by live backends';
-GRANT SELECT ON snowflake_workers TO PUBLIC;
+-- snowflake_workers: created by the 0.5.0 → 0.6.0 script, which runs in a fresh install too.
 
 CREATE VIEW snowflake_sequences AS
 SELECT name,

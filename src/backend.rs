@@ -1,22 +1,22 @@
-//! This backend's worker slot and its per-sequence generators (docs/design.md §2–§5).
+//! This backend's worker ids and its per-sequence generators (docs/design.md §2–§5).
 //!
 //! The hot path (`next_id` after the first call of a sequence) reads the monotonic clock (the
-//! wall clock only once per tick), a few read-mostly shared atomics, and writes only this
-//! backend's own slot line; it takes no lock, runs no SPI and allocates nothing. Once per tick it
-//! checks the reservation (and, about once per `snowflake.reserve_ahead`, extends it under a
-//! lock, logging it in the WAL) and that the database's floor relation covers it
-//! (`database_floor`). The first call of a sequence in a backend also looks up the catalog and
-//! reads that relation.
+//! wall clock only once per tick), a few read-mostly shared atomics, and writes only the line of
+//! its worker id (IDs issued); it takes no lock, runs no SPI and allocates nothing. Once per tick
+//! it claims the tick on its worker id (one compare-and-swap), checks the reservation (and, about
+//! once per `snowflake.reserve_ahead`, extends it under a lock, logging it in the WAL) and that
+//! the database's floor relation covers it (`database_floor`). The first call of a sequence in a
+//! backend also looks up the catalog and reads that relation; the first of a worker width also
+//! takes a worker id in that width's space.
 
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::Ordering;
 
-use once_cell::unsync::OnceCell;
 use pgrx::prelude::*;
 
-use snowflake_id_core::generator::{Generator, Step};
+use snowflake_id_core::generator::Generator;
 use snowflake_id_core::layout::{Field, Layout, Parts, TickWindow};
-use snowflake_id_core::slots::{self, Slot};
+use snowflake_id_core::worker_ids::{self, OwnedStep, OwnedTicks, WorkerId, TIME_UNITS};
 
 use crate::catalog::CatalogTable;
 use crate::database_floor::{self, DatabaseFloor};
@@ -32,10 +32,11 @@ const MAX_SLEEP_US: i64 = 10_000;
 struct Issuer {
     generator: Generator,
     node: u64,
-    worker: u64,
-    /// The layout's time unit, as the slot's floors are kept per unit.
+    /// Which of the backend's worker ids it uses (an index into `Backend::worker_ids`).
+    attachment: usize,
+    /// The layout's time unit, as ticks are owned per unit.
     unit: usize,
-    /// Latest tick whose end is reserved and published as the slot's floor.
+    /// Latest tick this backend owns and whose end is reserved.
     published_tick: Option<u64>,
     /// Borrowed ticks already added to the shared counter.
     counted_borrows: u64,
@@ -51,9 +52,20 @@ struct Issuer {
     lead: (i32, u64),
 }
 
+/// A worker id this backend uses from its first ID of a sequence of that space until it exits.
+struct Attachment {
+    space: usize,
+    /// The worker id: its index in the space and the worker field of the IDs.
+    worker: usize,
+    /// Where it is in the table of all worker ids (`SharedState::worker_ids`).
+    table_index: usize,
+    /// Per time unit, the ticks this backend owns on the id.
+    owned: [OwnedTicks; TIME_UNITS],
+}
+
 struct Backend {
-    /// Index of the worker slot this backend holds from its first ID until it exits.
-    slot: OnceCell<usize>,
+    /// One worker id per worker space this backend used.
+    worker_ids: Vec<Attachment>,
     /// Each sequence's layout, with this backend's issuer for it once it made an ID.
     sequences: SequenceCache<Issuer>,
     /// The last ID this backend issued of any sequence (`snowflake_lastval`).
@@ -79,7 +91,7 @@ unsafe impl Sync for BackendCell {}
 static BACKEND: BackendCell = BackendCell {
     busy: Cell::new(false),
     backend: UnsafeCell::new(Backend {
-        slot: OnceCell::new(),
+        worker_ids: Vec::new(),
         sequences: SequenceCache::new(),
         last_id: None,
         floor: DatabaseFloor::new(),
@@ -120,12 +132,12 @@ pub fn next_id(name: &str, gene: Option<i64>) -> i64 {
     let shared = shared_memory::state();
     with_backend(|backend| {
         let Backend {
-            slot,
+            worker_ids,
             sequences,
             last_id,
             floor,
         } = backend;
-        // Looked up once: the gene check needs the layout before a slot is claimed.
+        // Looked up once: the gene check needs the layout before a worker id is taken.
         let (catalog, entry) = sequences.entry_and_catalog(name);
         floor.follow(catalog);
         let layout = entry.layout;
@@ -135,12 +147,27 @@ pub fn next_id(name: &str, gene: Option<i64>) -> i64 {
             // The key's low bits, two's complement for negative keys.
             Some(key) => key as u64 & layout.max_value(Field::Gene),
         };
-        let slot_index = *slot.get_or_init(|| claim_slot(shared));
-        let slot = &shared.slots()[slot_index];
-        let issuer = entry
-            .state
-            .get_or_insert_with(|| new_issuer(name, &layout, slot_index, slot, floor));
-        let id = issue(shared, slot, name, &layout, issuer, floor, gene);
+        let issuer = match &mut entry.state {
+            Some(issuer) => issuer,
+            state => {
+                let attachment = attachment_for(worker_ids, shared, &layout);
+                state.insert(new_issuer(
+                    name, &layout, attachment, worker_ids, shared, floor,
+                ))
+            }
+        };
+        let Attachment {
+            worker,
+            table_index,
+            owned,
+            ..
+        } = &mut worker_ids[issuer.attachment];
+        let on = OnWorkerId {
+            id: &shared.worker_ids()[*table_index],
+            worker: *worker as u64,
+            owned: &mut owned[issuer.unit],
+        };
+        let id = issue(shared, on, name, &layout, issuer, floor, gene);
         issuer.last_id = Some(id);
         *last_id = Some(id);
         id
@@ -191,7 +218,17 @@ pub fn last_id() -> i64 {
     with_backend(|backend| backend.last_id).unwrap_or_else(|| errors::lastval_undefined().raise())
 }
 
-fn claim_slot(shared: &'static SharedState) -> usize {
+/// Which of this backend's worker ids serves sequences of `layout`'s worker width: the one it
+/// took in that width's space, or one it takes now.
+fn attachment_for(
+    worker_ids: &mut Vec<Attachment>,
+    shared: &SharedState,
+    layout: &Layout,
+) -> usize {
+    let space = shared.spaces.space_of(layout.worker_bits);
+    if let Some(index) = worker_ids.iter().position(|held| held.space == space) {
+        return index;
+    }
     // SAFETY: plain reads of backend-local globals PostgreSQL set up before any query runs.
     let (in_recovery, pid, database) = unsafe {
         (
@@ -205,31 +242,30 @@ fn claim_slot(shared: &'static SharedState) -> usize {
     }
     shared.cover_failover_lag();
     let now = shared.read_clock().now_unix_us;
-    match slots::claim(
-        shared.slots(),
-        pid,
-        database.to_u32(),
-        now,
-        process_is_alive,
-    ) {
-        Ok(claim) => {
-            // SAFETY: registering a callback with a plain integer argument; PostgreSQL calls it
-            // once at backend exit while shared memory is still attached.
-            unsafe {
-                pg_sys::before_shmem_exit(Some(release_slot), pg_sys::Datum::from(claim.index))
-            };
-            claim.index
-        }
-        Err(exhausted) => errors::slots_exhausted(exhausted.capacity, exhausted.in_use).raise(),
-    }
+    let ids = shared.space(space);
+    let attached = worker_ids::attach(ids, pid, database.to_u32(), now, process_is_alive);
+    let table_index = shared.spaces.range(space).start + attached.worker;
+    // Grown before the exit callback is registered, so a failed allocation leaves no callback
+    // for an id this backend does not know it holds.
+    worker_ids.reserve(1);
+    // SAFETY: registering a callback with a plain integer argument; PostgreSQL calls it once at
+    // backend exit while shared memory is still attached.
+    unsafe { pg_sys::before_shmem_exit(Some(detach_worker_id), pg_sys::Datum::from(table_index)) };
+    worker_ids.push(Attachment {
+        space,
+        worker: attached.worker,
+        table_index,
+        owned: [OwnedTicks::NONE; TIME_UNITS],
+    });
+    worker_ids.len() - 1
 }
 
 #[pg_guard]
-unsafe extern "C-unwind" fn release_slot(_code: std::ffi::c_int, index: pg_sys::Datum) {
+unsafe extern "C-unwind" fn detach_worker_id(_code: std::ffi::c_int, table_index: pg_sys::Datum) {
     if let Some(shared) = shared_memory::try_state() {
         // SAFETY: MyProcPid is this process's pid, set at backend start.
         let pid = unsafe { pg_sys::MyProcPid };
-        slots::release(shared.slots(), index.value(), pid);
+        worker_ids::detach(shared.worker_ids(), table_index.value(), pid);
     }
 }
 
@@ -242,8 +278,9 @@ fn process_is_alive(pid: i32) -> bool {
 fn new_issuer(
     name: &str,
     layout: &Layout,
-    slot_index: usize,
-    slot: &Slot,
+    attachment: usize,
+    worker_ids: &[Attachment],
+    shared: &SharedState,
     floor: &mut DatabaseFloor,
 ) -> Issuer {
     let node_id = gucs::NODE_ID.get();
@@ -253,24 +290,18 @@ fn new_issuer(
         (id, _) if layout.fits(Field::Node, id as u64) => id as u64,
         (id, _) => errors::node_id_does_not_fit(name, layout, id).raise(),
     };
-    let worker = slot_index as u64;
-    if !layout.fits(Field::Worker, worker) {
-        let in_use = slots::in_use(shared_memory::state().slots());
-        errors::worker_does_not_fit(name, layout, worker, in_use).raise();
-    }
     // A floor this database brought from a cluster this one does not share WAL with
     // (pg_upgrade, a restored dump, a lost reservation file) raises the cluster clock first.
-    floor.learn(shared_memory::state());
-    // The slot's floor for this time unit covers every tick previous holders of the slot used,
-    // and every tick this backend used, in sequences of this unit so far.
+    floor.learn(shared);
+    // Ticks before the worker id's floor for this unit are owned by other sessions (or were by
+    // earlier ones): start after it rather than find each of them taken.
     let unit = layout.time_unit_index();
-    let start_after = layout
-        .first_tick_at_or_after(slot.floor(unit))
-        .checked_sub(1);
+    let worker_floor = shared.worker_ids()[worker_ids[attachment].table_index].floor(unit);
+    let start_after = layout.first_tick_at_or_after(worker_floor).checked_sub(1);
     Issuer {
         generator: Generator::new(layout.sequence_bits, start_after),
         node,
-        worker,
+        attachment,
         unit,
         published_tick: None,
         counted_borrows: 0,
@@ -281,9 +312,16 @@ fn new_issuer(
     }
 }
 
+/// The worker id an ID is issued on, and the ticks this backend owns there in its unit.
+struct OnWorkerId<'a> {
+    id: &'a WorkerId,
+    worker: u64,
+    owned: &'a mut OwnedTicks,
+}
+
 fn issue(
     shared: &SharedState,
-    slot: &Slot,
+    on: OnWorkerId,
     name: &str,
     layout: &Layout,
     issuer: &mut Issuer,
@@ -318,19 +356,34 @@ fn issue(
             now_tick = tick_at(issuer, now);
             issuer.wall_checked_tick = Some(now_tick);
         }
-        match issuer
-            .generator
-            .next(now_tick, lead_ticks, layout.max_tick())
-        {
-            Step::Issue { tick, sequence } => {
-                if issuer.published_tick < Some(tick) {
-                    // Before the first ID of a tick leaves: reserve its end durably (in the
-                    // cluster and in this database) and publish it as the slot's floor (a later
-                    // holder of the slot starts after it).
+        let mut conflicts = 0;
+        let step = on.id.next_owned(
+            &mut issuer.generator,
+            layout,
+            on.owned,
+            issuer.published_tick,
+            now_tick,
+            lead_ticks,
+            &mut conflicts,
+        );
+        if conflicts > 0 {
+            shared
+                .counters
+                .tick_conflicts
+                .fetch_add(conflicts, Ordering::Relaxed);
+        }
+        match step {
+            OwnedStep::Issue {
+                tick,
+                sequence,
+                new_tick,
+            } => {
+                if new_tick {
+                    // The backend owns the tick now. Before its first ID leaves: reserve its end
+                    // durably, in the cluster and in this database.
                     let end = layout.tick_start_unix_us(tick + 1);
                     shared.ensure_reserved(end);
                     floor.cover(end, shared);
-                    slot.raise_floor(issuer.unit, end);
                     issuer.published_tick = Some(tick);
                     let borrows = issuer.generator.borrowed_ticks();
                     if borrows > issuer.counted_borrows {
@@ -342,17 +395,17 @@ fn issue(
                         issuer.counted_borrows = borrows;
                     }
                 }
-                slot.count_issued(1);
+                on.id.count_issued(1);
                 let parts = Parts {
                     tick,
                     node: issuer.node,
-                    worker: issuer.worker,
+                    worker: on.worker,
                     sequence,
                     gene,
                 };
                 return layout.compose(parts);
             }
-            Step::WaitUntil { tick } => {
+            OwnedStep::WaitUntil { tick } => {
                 shared
                     .counters
                     .throttle_sleeps
@@ -362,7 +415,7 @@ fn issue(
                 unsafe { pg_sys::pg_usleep(wait_us) };
                 pg_sys::check_for_interrupts!();
             }
-            Step::TimeExhausted => errors::time_exhausted(name, layout).raise(),
+            OwnedStep::TimeExhausted => errors::time_exhausted(name, layout).raise(),
         }
     }
 }

@@ -97,42 +97,13 @@ pub fn node_id_does_not_fit(sequence: &str, layout: &Layout, node_id: i32) -> Er
     )
 }
 
-// Worker slots.
+// Worker ids.
 
 pub fn during_recovery(function: &str) -> Error {
     Error::new(
         PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
         format!("cannot execute {function}() during recovery"),
         Some("Generate IDs on the primary server; a standby only reads them.".into()),
-    )
-}
-
-pub fn slots_exhausted(capacity: usize, in_use: usize) -> Error {
-    Error::new(
-        PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
-        format!(
-            "all {capacity} snowflake worker slots are in use ({in_use} held by live sessions)"
-        ),
-        Some(
-            "Raise snowflake.max_workers in postgresql.conf (restart required), or generate \
-             IDs from fewer concurrent sessions (a session holds its slot until it exits)."
-                .into(),
-        ),
-    )
-}
-
-pub fn worker_does_not_fit(sequence: &str, layout: &Layout, worker: u64, in_use: usize) -> Error {
-    Error::new(
-        PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
-        format!(
-            "worker slot {worker} does not fit the {} worker bits of snowflake sequence \
-             \"{sequence}\" ({in_use} slots in use)",
-            layout.worker_bits
-        ),
-        Some(format!(
-            "Use at most {} concurrent generating sessions, or a layout with more worker bits.",
-            layout.max_value(Field::Worker) + 1
-        )),
     )
 }
 

@@ -4,7 +4,7 @@ use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
 /// `snowflake.node_id` when the operator has not set it.
 pub const NODE_ID_UNSET: i32 = -1;
-/// Upper bound of `snowflake.max_workers`: more slots than any worker field can address usefully.
+/// Upper bound of `snowflake.max_workers`: more worker ids per space than sessions can use.
 pub const MAX_WORKERS_LIMIT: i32 = 65_536;
 
 pub static NODE_ID: GucSetting<i32> = GucSetting::<i32>::new(NODE_ID_UNSET);
@@ -35,8 +35,10 @@ pub fn register() {
     );
     GucRegistry::define_int_guc(
         c"snowflake.max_workers",
-        c"Number of worker slots: backends that can generate snowflake IDs at the same time.",
-        c"Each backend holds one slot from its first snowflake_nextval() until it exits.",
+        c"Worker ids per worker space: sessions that generate IDs of one worker width without \
+          sharing a worker id.",
+        c"A session holds a worker id of a sequence's width from its first ID until it exits; \
+          past this many (or 2^worker_bits) sessions, further sessions share worker ids.",
         &MAX_WORKERS,
         1,
         MAX_WORKERS_LIMIT,

@@ -33,8 +33,8 @@ pgrx::extension_sql_file!(
     name = "convert_column",
     requires = ["bootstrap"]
 );
-// Version 0.3.0's changes, likewise part of a fresh install (it recreates snowflake_stats
-// exactly as the function below is declared, so a fresh and an updated install agree).
+// Version 0.3.0's changes, likewise part of a fresh install (it recreates snowflake_stats as
+// 0.3.0 declared it; 0.6.0's script recreates it as the function is declared now).
 pgrx::extension_sql_file!(
     "../sql/snowflake_id--0.2.0--0.3.0.sql",
     name = "durable_floor_and_hardening",
@@ -64,6 +64,18 @@ pgrx::extension_sql_file!(
     "../sql/snowflake_id--0.4.0--0.5.0.sql",
     name = "database_floor",
     requires = ["citus", sql_api::snowflake_raise_floor]
+);
+// Version 0.6.0's changes (worker ids per space, shared when full), likewise part of a fresh
+// install: it recreates snowflake_worker_slots and snowflake_stats exactly as the functions in
+// sql_api are declared, and creates the view snowflake_workers.
+pgrx::extension_sql_file!(
+    "../sql/snowflake_id--0.5.0--0.6.0.sql",
+    name = "worker_spaces",
+    requires = [
+        "database_floor",
+        sql_api::snowflake_worker_slots,
+        sql_api::snowflake_stats
+    ]
 );
 
 #[pg_guard]

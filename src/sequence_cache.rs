@@ -90,8 +90,8 @@ impl<S> SequenceCache<S> {
             Some(position) => {
                 let entry = &mut self.entries[position];
                 if entry.layout != layout {
-                    // Dropped and created again with another layout: new state starts after the
-                    // slot's floor, so it cannot repeat the old one's ticks.
+                    // Dropped and created again with another layout: new state, whose ticks are
+                    // claimed on the worker id afresh.
                     entry.layout = layout;
                     entry.state = None;
                 }

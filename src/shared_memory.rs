@@ -1,5 +1,5 @@
-//! The shared-memory segment: cluster clock, reservation state, counters and the worker slot
-//! table (docs/design.md §3–§5).
+//! The shared-memory segment: cluster clock, reservation state, counters and the table of
+//! worker ids (docs/design.md §3–§5).
 
 use std::mem::size_of;
 use std::os::unix::ffi::OsStrExt;
@@ -11,7 +11,7 @@ use pgrx::prelude::*;
 
 use snowflake_id_core::cluster_clock::{ClusterClock, Jump, JumpPolicy, Reading};
 use snowflake_id_core::reservation;
-use snowflake_id_core::slots::Slot;
+use snowflake_id_core::worker_ids::{Spaces, WorkerId};
 
 use crate::errors;
 use crate::gucs;
@@ -35,6 +35,8 @@ pub struct Counters {
     pub reservation_writes: AtomicU64,
     pub forward_jumps_followed: AtomicU64,
     pub forward_jumps_ignored: AtomicU64,
+    /// Ticks a session found owned by another session sharing its worker id.
+    pub tick_conflicts: AtomicU64,
 }
 
 /// The durable high-water mark (docs/design.md §5), read on every new tick, written about once per
@@ -58,14 +60,15 @@ pub struct Reservation {
     lock: AtomicPtr<pg_sys::LWLock>,
 }
 
-/// Header of the segment; `slot_count` slots follow it directly. Each part is cache-line
-/// aligned so the hot, read-mostly lines are not written by the rare updates of others.
+/// Header of the segment; the table of worker ids (`spaces.len()` of them) follows it
+/// directly. Each part is cache-line aligned so the hot, read-mostly lines are not written by
+/// the rare updates of others.
 #[repr(C, align(64))]
 pub struct SharedState {
     pub clock: ClusterClock,
     pub reservation: Reservation,
     pub counters: Counters,
-    slot_count: usize,
+    pub spaces: Spaces,
 }
 
 const SEGMENT_NAME: &std::ffi::CStr = c"snowflake_id";
@@ -79,14 +82,20 @@ static PREVIOUS_REQUEST_HOOK: OnceCell<Hook> = OnceCell::new();
 static PREVIOUS_STARTUP_HOOK: OnceCell<Hook> = OnceCell::new();
 
 impl SharedState {
-    pub fn slots(&self) -> &[Slot] {
-        // SAFETY: init_shared_memory placed `slot_count` initialised slots right after this
-        // header (which is 64-aligned and a multiple of 64 long), and the segment lives as long
-        // as the process.
+    /// Every worker id, of every space.
+    pub fn worker_ids(&self) -> &[WorkerId] {
+        // SAFETY: init_shared_memory placed `spaces.len()` initialised worker ids right after
+        // this header (which is 64-aligned and a multiple of 64 long), and the segment lives as
+        // long as the process.
         unsafe {
-            let first = (self as *const SharedState).add(1).cast::<Slot>();
-            std::slice::from_raw_parts(first, self.slot_count)
+            let first = (self as *const SharedState).add(1).cast::<WorkerId>();
+            std::slice::from_raw_parts(first, self.spaces.len())
         }
+    }
+
+    /// The worker ids of one space (`Spaces::space_of`).
+    pub fn space(&self, space: usize) -> &[WorkerId] {
+        &self.worker_ids()[self.spaces.range(space)]
     }
 
     /// The cluster's time; notes backward steps and decided forward jumps of the wall clock.
@@ -182,7 +191,7 @@ impl SharedState {
     /// quarter window (design §5.2). An idle server without standbys writes nothing.
     pub fn renew_for_sessions(&self, standby_streaming: impl FnOnce() -> bool) {
         let ahead_us = i64::from(gucs::RESERVE_AHEAD_MS.get()) * 1_000;
-        let issued = self.slots_high_water();
+        let issued = self.owned_high_water();
         // The cluster clock through the monotonic clock only: the worker neither starts the
         // clock nor reads the wall clock, whose steps the sessions observe and count.
         let Some(now) = self
@@ -367,17 +376,17 @@ impl SharedState {
     }
 
     /// The end of the latest tick any ID used, as far as this server knows: its durable floor
-    /// and every worker slot's floors (valid while no backend issues IDs).
+    /// and every worker id's floors (valid while no backend issues IDs).
     fn issued_high_water(&self) -> i64 {
-        self.slots_high_water()
+        self.owned_high_water()
             .max(self.reservation.floor_unix_us.load(Ordering::Acquire))
     }
 
-    /// The end of the latest tick any slot used (0 if none).
-    fn slots_high_water(&self) -> i64 {
-        self.slots()
+    /// The end of the latest tick any session owns on any worker id (0 if none).
+    fn owned_high_water(&self) -> i64 {
+        self.worker_ids()
             .iter()
-            .map(Slot::highest_floor)
+            .map(WorkerId::highest_floor)
             .max()
             .unwrap_or(0)
     }
@@ -490,14 +499,15 @@ fn reservation_broken() -> ! {
     }
 }
 
-fn slot_count() -> usize {
-    gucs::MAX_WORKERS.get().clamp(1, gucs::MAX_WORKERS_LIMIT) as usize
+/// The worker spaces `snowflake.max_workers` gives.
+fn spaces() -> Spaces {
+    Spaces::new(gucs::MAX_WORKERS.get().clamp(1, gucs::MAX_WORKERS_LIMIT) as usize)
 }
 
 fn segment_size() -> usize {
     // Slack so the header can be moved up to a 64-byte boundary (ShmemInitStruct only
     // guarantees MAXALIGN).
-    ALIGNMENT + size_of::<SharedState>() + slot_count() * size_of::<Slot>()
+    ALIGNMENT + size_of::<SharedState>() + spaces().len() * size_of::<WorkerId>()
 }
 
 /// Chains our request and startup hooks in front of any previous ones. Called from _PG_init
@@ -531,7 +541,7 @@ unsafe extern "C-unwind" fn init_shared_memory() {
     // SAFETY: called by PostgreSQL in shmem_startup_hook (postmaster start and every crash
     // restart), with the data directory as working directory. AddinShmemInitLock
     // (MainLWLockArray[21]) serialises segment creation; the segment is `segment_size()` bytes
-    // as requested, so the aligned header plus the slots fit.
+    // as requested, so the aligned header plus the worker ids fit.
     unsafe {
         if let Some(previous) = PREVIOUS_STARTUP_HOOK.get().copied().flatten() {
             previous();
@@ -545,7 +555,7 @@ unsafe extern "C-unwind" fn init_shared_memory() {
             .add(raw.cast::<u8>().align_offset(ALIGNMENT))
             .cast::<SharedState>();
         if !found {
-            let slot_count = slot_count();
+            let spaces = spaces();
             let lock = &raw mut (*pg_sys::GetNamedLWLockTranche(SEGMENT_NAME.as_ptr())).lock;
             // A restart (clean or after a crash) continues after the persisted reservation,
             // whatever the wall clock says now (docs/design.md §5).
@@ -575,11 +585,11 @@ unsafe extern "C-unwind" fn init_shared_memory() {
                     lock: AtomicPtr::new(lock),
                 },
                 counters: Counters::default(),
-                slot_count,
+                spaces,
             });
-            let first_slot = header.add(1).cast::<Slot>();
-            for index in 0..slot_count {
-                first_slot.add(index).write(Slot::new());
+            let first_id = header.add(1).cast::<WorkerId>();
+            for index in 0..spaces.len() {
+                first_id.add(index).write(WorkerId::new());
             }
             let (wall, monotonic) = system_clocks_us();
             (*header).clock.start(wall, monotonic, floor);
@@ -602,7 +612,8 @@ unsafe extern "C-unwind" fn init_shared_memory() {
 /// At a clean shutdown of the postmaster (every backend has exited), replaces the reservation
 /// in the file with the end of the latest tick actually used, so a restart continues from
 /// there instead of a whole `snowflake.reserve_ahead` ahead (docs/design.md §5.1). After a crash
-/// (any other exit code) the reservation stays, as the slots' floors may not be trustworthy.
+/// (any other exit code) the reservation stays, as the worker ids' floors may not be
+/// trustworthy.
 #[pg_guard]
 unsafe extern "C-unwind" fn write_floor_at_exit(code: std::ffi::c_int, _arg: pg_sys::Datum) {
     let Some(shared) = try_state() else { return };

@@ -6,12 +6,13 @@ use pgrx::prelude::*;
 use snowflake_id_core::base32;
 use snowflake_id_core::layout::{Layout, Parts};
 use snowflake_id_core::sequence_options::{self, SequenceOptions};
-use snowflake_id_core::slots;
+use snowflake_id_core::worker_ids;
 
 use crate::backend;
 use crate::catalog;
 use crate::citus;
 use crate::errors;
+use crate::gucs;
 use crate::shared_memory;
 use crate::timestamps::{self, unix_us};
 
@@ -289,32 +290,43 @@ fn snowflake_citus_forget_sequence(name: &str) {
     catalog::delete(&backend::catalog_table(), name);
 }
 
-/// One row per worker slot in use; the `snowflake_workers` view names the database.
+/// One row per worker id in use; the `snowflake_workers` view names the database. The first
+/// five columns are those of 0.5.0 and before, so a database not yet updated reads them.
+// The row type must be spelled out here: pgrx reads the `name!` columns from the signature.
+#[allow(clippy::type_complexity)]
 #[pg_extern(volatile, parallel_safe)]
 fn snowflake_worker_slots() -> TableIterator<
     'static,
     (
-        name!(slot, i32),
-        name!(pid, i32),
+        name!(worker, i32),
+        name!(pid, Option<i32>),
         name!(database_oid, pg_sys::Oid),
         name!(claimed_at, Option<TimestampWithTimeZone>),
         name!(ids_issued, i64),
+        name!(worker_bits, i32),
+        name!(sessions, i32),
     ),
 > {
     let shared = shared_memory::state();
-    let rows: Vec<_> = shared
-        .slots()
-        .iter()
-        .enumerate()
-        .filter_map(|(index, slot)| {
-            let pid = slot.holder()?;
-            Some((
-                index as i32,
-                pid,
-                pg_sys::Oid::from(slot.database_oid.load(Ordering::Relaxed)),
-                timestamps::timestamptz(slot.claimed_at_unix_us.load(Ordering::Relaxed)),
-                i64::try_from(slot.ids_issued.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
-            ))
+    let spaces = shared.spaces;
+    let rows: Vec<_> = (0..spaces.count())
+        .flat_map(|space| {
+            shared
+                .space(space)
+                .iter()
+                .enumerate()
+                .filter(|(_, id)| id.sessions() > 0)
+                .map(move |(worker, id)| {
+                    (
+                        worker as i32,
+                        id.holder(),
+                        pg_sys::Oid::from(id.database_oid()),
+                        timestamps::timestamptz(id.claimed_at_unix_us()),
+                        i64::try_from(id.ids_issued()).unwrap_or(i64::MAX),
+                        i32::from(spaces.width_of(space)),
+                        id.sessions() as i32,
+                    )
+                })
         })
         .collect();
     TableIterator::new(rows)
@@ -340,6 +352,8 @@ fn snowflake_stats() -> TableIterator<
         name!(forward_jumps_followed, i64),
         name!(forward_jumps_ignored, i64),
         name!(durable_floor, Option<TimestampWithTimeZone>),
+        name!(sharing_sessions, i32),
+        name!(tick_conflicts, i64),
     ),
 > {
     let shared = shared_memory::state();
@@ -360,11 +374,13 @@ fn snowflake_stats() -> TableIterator<
             .then(|| timestamps::timestamptz(reserved))
             .flatten(),
         timestamps::timestamptz(reading.now_unix_us),
-        slots::in_use(shared.slots()) as i32,
-        shared.slots().len() as i32,
+        worker_ids::in_use(shared.worker_ids()) as i32,
+        gucs::MAX_WORKERS.get(),
         count(&counters.forward_jumps_followed),
         count(&counters.forward_jumps_ignored),
         timestamps::timestamptz(shared.reservation.floor_unix_us.load(Ordering::Relaxed)),
+        worker_ids::sharing_sessions(shared.worker_ids()) as i32,
+        count(&counters.tick_conflicts),
     );
     TableIterator::once(row)
 }

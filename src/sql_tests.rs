@@ -78,7 +78,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(one::<i64>("SELECT count(*) FROM orders"), 5000);
-        let my_slot: i32 = one("SELECT slot FROM snowflake_workers WHERE pid = pg_backend_pid()");
+        let my_slot: i32 = one(
+            "SELECT worker FROM snowflake_workers WHERE pid = pg_backend_pid() AND worker_bits = 10",
+        );
         let workers: Vec<i32> = Spi::connect(|client| {
             client
                 .select(
@@ -175,6 +177,38 @@ mod tests {
         .map(|(a, b)| (a.unwrap(), b.unwrap()))
         .unwrap();
         assert!(database_ok && issued_ok);
+    }
+
+    #[pg_test]
+    fn a_session_takes_one_worker_id_per_worker_width_it_uses() {
+        Spi::run(
+            "SELECT snowflake_create_sequence('t_js', preset => 'js53');
+             SELECT snowflake_create_sequence('t_narrow', preset => 'js53', worker_bits => 2,
+                                              sequence_bits => 13);
+             SELECT snowflake_nextval('t_js'), snowflake_nextval('t_narrow'),
+                    snowflake_nextval('default') FROM generate_series(1, 3);",
+        )
+        .unwrap();
+        // 'default' (10 bits, the space of max_workers = 1024), js53 (7 bits) and 2 bits: a
+        // worker id in each, alone, each counted.
+        let spaces: String = one(
+            "SELECT string_agg(format('%s:%s:%s:%s', worker_bits, sessions, shared, ids_issued),
+                               ' ' ORDER BY worker_bits)
+             FROM snowflake_workers WHERE pid = pg_backend_pid()",
+        );
+        assert_eq!(spaces, "2:1:f:3 7:1:f:3 10:1:f:3");
+        // Each sequence's IDs carry the worker id of its space.
+        let agree: bool = one(
+            "SELECT bool_and(w.worker = (snowflake_decode(snowflake_nextval(s.name), s.name)).worker)
+             FROM (VALUES ('t_js', 7), ('t_narrow', 2), ('default', 10)) AS s(name, bits)
+             JOIN snowflake_workers w ON w.worker_bits = s.bits AND w.pid = pg_backend_pid()",
+        );
+        assert!(agree);
+        let (sharing, conflicts): (i32, i64) =
+            Spi::get_two("SELECT sharing_sessions, tick_conflicts FROM snowflake_stats()")
+                .map(|(a, b)| (a.unwrap(), b.unwrap()))
+                .unwrap();
+        assert_eq!((sharing, conflicts), (0, 0));
     }
 
     #[pg_test]

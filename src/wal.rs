@@ -46,7 +46,7 @@ pub fn log_reservation(until_unix_us: i64) {
     let mut payload = until_unix_us.to_le_bytes();
 
     // SAFETY: a record with 8 bytes of main data that live until XLogInsert returns (it copies
-    // them); called in a normal backend outside recovery (claim_slot refuses during recovery),
+    // them); called in a normal backend outside recovery (attachment_for refuses during recovery),
     // where inserting WAL is allowed. An ERROR inside unwinds through pgrx's guard.
     unsafe {
         pg_sys::XLogBeginInsert();

@@ -125,8 +125,8 @@ pub fn extension_version(client: &mut Client) -> String {
     )
 }
 
-/// How many worker slots live sessions hold (rows of `snowflake_workers`).
-pub fn slots_in_use(client: &mut Client) -> i64 {
+/// How many worker ids live sessions use (rows of `snowflake_workers`).
+pub fn worker_ids_in_use(client: &mut Client) -> i64 {
     count(client, "SELECT count(*) FROM snowflake_workers")
 }
 

@@ -31,6 +31,7 @@ pub mod auto_failover;
 pub mod column_shapes;
 pub mod fixtures;
 pub mod lagging_link;
+pub mod pgbouncer;
 
 static NEXT_CLUSTER: AtomicUsize = AtomicUsize::new(0);
 
@@ -276,7 +277,7 @@ fn write_fake_time(file: &Path, offset: &str) {
 }
 
 /// A fresh, empty directory for one cluster under the system temp dir.
-fn new_cluster_dir() -> PathBuf {
+pub(crate) fn new_cluster_dir() -> PathBuf {
     new_cluster_dir_in(&std::env::temp_dir())
 }
 
@@ -292,7 +293,7 @@ fn new_cluster_dir_in(parent: &Path) -> PathBuf {
 }
 
 /// Gives `path` (recursively) to the server's OS user when the tests run as root.
-fn chown_to_server_user(path: &Path) {
+pub(crate) fn chown_to_server_user(path: &Path) {
     if is_root() {
         let output = Command::new("chown")
             .arg("-R")
@@ -333,7 +334,7 @@ pub struct Cluster {
     faketime_file: Option<PathBuf>,
 }
 
-const SERVER_USER: &str = "postgres";
+pub(crate) const SERVER_USER: &str = "postgres";
 /// A tmpfs on Debian (and every Linux with glibc's POSIX shared memory).
 const MEMORY_FILE_SYSTEM: &str = "/dev/shm";
 const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
@@ -838,7 +839,7 @@ fn describe(output: &Output) -> String {
     )
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { geteuid() == 0 }
 }
@@ -891,7 +892,7 @@ pub fn postgres_bin_dir() -> PathBuf {
 }
 
 /// A port no one listens on now; it only names the Unix socket, as TCP is off.
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

@@ -2,7 +2,9 @@
 
 use std::path::PathBuf;
 
-use snowflake_id_cluster_tests::fixtures::{column, extension_crate_version, extension_version};
+use snowflake_id_cluster_tests::fixtures::{
+    column, count, extension_crate_version, extension_version,
+};
 use snowflake_id_cluster_tests::{pg_config, Client, Cluster};
 
 /// Every object of the extension with its definition and privileges, to compare installs.
@@ -72,6 +74,18 @@ fn update_from_0_1_0_matches_a_fresh_install_and_keeps_sequences() {
         .unwrap()
         .get(0);
 
+    // Until the update, the old definitions read the new library's functions: their columns
+    // are a prefix of the new ones (snowflake_worker_slots, snowflake_stats).
+    let holders = count(
+        &mut old,
+        "SELECT count(*) FROM snowflake_workers WHERE pid = pg_backend_pid() AND ids_issued >= 500",
+    );
+    assert_eq!(holders, 1, "the 0.1.0 view of this session's worker id");
+    let in_use: i32 = old
+        .query_one("SELECT slots_in_use FROM snowflake_stats()", &[])
+        .unwrap()
+        .get(0);
+    assert!(in_use >= 1);
     old.batch_execute("ALTER EXTENSION snowflake_id UPDATE")
         .unwrap();
     let version = extension_version(&mut old);

@@ -1,13 +1,14 @@
-//! Whole-cluster tests of the foundation: many sessions at once, each with its own worker slot,
-//! released when it exits; slot exhaustion; the preload requirement. Each on a real cluster
+//! Whole-cluster tests of the foundation: many sessions at once, each with its own worker id,
+//! released when it exits; sessions past `snowflake.max_workers` share instead of being
+//! refused; the preload requirement. Each on a real cluster
 //! started (and stopped) by the test.
 
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
-use snowflake_id_cluster_tests::fixtures::slots_in_use;
-use snowflake_id_cluster_tests::{error_parts, wait_until, Client, Cluster};
+use snowflake_id_cluster_tests::fixtures::{column, count, worker_ids_in_use};
+use snowflake_id_cluster_tests::{backend_pid, error_parts, wait_until, Client, Cluster};
 
 const SESSIONS: usize = 8;
 const ROWS_PER_SESSION: i64 = 100_000;
@@ -39,7 +40,8 @@ fn eight_sessions_insert_through_the_column_default() {
                 client.query_one("SELECT snowflake_nextval()", &[]).unwrap();
                 let slot: i32 = client
                     .query_one(
-                        "SELECT slot FROM snowflake_workers WHERE pid = pg_backend_pid()",
+                        "SELECT worker FROM snowflake_workers
+                         WHERE pid = pg_backend_pid() AND worker_bits = 10",
                         &[],
                     )
                     .unwrap()
@@ -79,7 +81,7 @@ fn eight_sessions_insert_through_the_column_default() {
     assert_eq!(
         slots.len(),
         SESSIONS,
-        "sessions shared worker slots: {slots:?}"
+        "sessions shared worker ids: {slots:?}"
     );
 
     let row = admin
@@ -96,9 +98,10 @@ fn eight_sessions_insert_through_the_column_default() {
 
     // The sessions have disconnected: their slots come free (backend exit is asynchronous).
     assert!(
-        wait_until(Duration::from_secs(10), || slots_in_use(&mut admin) == 0),
-        "slots still held after disconnect: {}",
-        slots_in_use(&mut admin)
+        wait_until(Duration::from_secs(10), || worker_ids_in_use(&mut admin)
+            == 0),
+        "worker ids still held after disconnect: {}",
+        worker_ids_in_use(&mut admin)
     );
     println!(
         "8 sessions × {ROWS_PER_SESSION} rows: {rows} unique IDs, slots {slots:?}, all released"
@@ -137,7 +140,7 @@ fn without_preload_every_function_names_the_fix() {
 }
 
 #[test]
-fn slot_exhaustion_is_a_class_53_error_until_a_session_exits() {
+fn sessions_past_max_workers_share_a_worker_id_and_a_freed_one_is_taken_alone() {
     let cluster = Cluster::builder()
         .setting("snowflake.max_workers = 3")
         .start();
@@ -149,21 +152,32 @@ fn slot_exhaustion_is_a_class_53_error_until_a_session_exits() {
     for holder in &mut holders {
         holder.query_one("SELECT snowflake_nextval()", &[]).unwrap();
     }
+    // Where 0.5.0 refused with 53400, the fourth session shares the least used id (the lowest).
     let mut fourth = cluster.connect();
-    let error = fourth.query("SELECT snowflake_nextval()", &[]).unwrap_err();
-    let (code, message, hint) = error_parts(&error);
-    assert_eq!(code, "53400", "{message}");
-    assert_eq!(
-        message,
-        "all 3 snowflake worker slots are in use (3 held by live sessions)"
+    fourth.query_one("SELECT snowflake_nextval()", &[]).unwrap();
+    let shared: Vec<String> = column(
+        &mut admin,
+        "SELECT format('%s:%s:%s', worker, sessions, shared) FROM snowflake_workers",
     );
-    assert!(hint.contains("snowflake.max_workers"), "{hint}");
-
+    assert_eq!(shared, ["0:2:t", "1:1:f", "2:1:f"]);
+    let holder_pid = backend_pid(&mut holders[2]);
     drop(holders.pop());
     assert!(
-        wait_until(Duration::from_secs(10), || fourth
-            .query_one("SELECT snowflake_nextval()", &[])
-            .is_ok()),
-        "the fourth session never got the freed slot"
+        wait_until(Duration::from_secs(10), || count(
+            &mut admin,
+            &format!("SELECT count(*) FROM snowflake_workers WHERE pid = {holder_pid}")
+        ) == 0),
+        "the third holder's worker id was never released"
     );
+    let mut fifth = cluster.connect();
+    fifth.query_one("SELECT snowflake_nextval()", &[]).unwrap();
+    let pid = backend_pid(&mut fifth);
+    let row = admin
+        .query_one(
+            &format!("SELECT worker, shared FROM snowflake_workers WHERE pid = {pid}"),
+            &[],
+        )
+        .unwrap();
+    let (worker, shared): (i32, bool) = (row.get(0), row.get(1));
+    assert_eq!((worker, shared), (2, false), "the freed id, alone");
 }

@@ -7,8 +7,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use snowflake_id_cluster_tests::fixtures::{
-    assert_strictly_increasing, assert_table_consistent, check_runs, column, generate_while,
-    slots_in_use, stats, IDS_TABLE,
+    assert_strictly_increasing, assert_table_consistent, check_runs, column, generate_while, stats,
+    worker_ids_in_use, IDS_TABLE,
 };
 use snowflake_id_cluster_tests::{wait_until, Cluster};
 
@@ -89,7 +89,7 @@ fn short_connections_release_their_slots_beside_steady_generators() {
     assert_eq!(churn_rows, 3 * (CHURN_THREADS * CYCLES_PER_THREAD) as i64);
     assert_eq!(churn_distinct, churn_rows);
 
-    let slots = || slots_in_use(&mut cluster.connect());
+    let slots = || worker_ids_in_use(&mut cluster.connect());
     let mut left = slots();
     let released = wait_until(Duration::from_secs(15), || {
         left = slots();

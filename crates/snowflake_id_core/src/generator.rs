@@ -17,7 +17,9 @@
 //! backend would not be increasing.)
 //!
 //! No ID is issued more than `max_lead_ticks` ahead of the clock (`WaitUntil`), nor past
-//! `max_tick` (`TimeExhausted`); both leave the state unchanged.
+//! `max_tick` (`TimeExhausted`); both leave the state unchanged. No ID is issued in a tick at
+//! or before `start_after`: the floor of the worker id at the start, raised by `skip_to` when
+//! another session owns the tick the generator proposed (`worker_ids`).
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
@@ -36,7 +38,7 @@ pub enum Step {
 pub struct Generator {
     /// 2^sequence_bits - 1.
     seq_mask: u64,
-    /// Every ID must have a tick strictly after this (previous holders of the slot).
+    /// Every ID must have a tick strictly after this (ticks other sessions own on the worker id).
     start_after: Option<u64>,
     /// Tick of the last issued ID; None until the first.
     last_tick: Option<u64>,
@@ -65,23 +67,22 @@ impl Generator {
         let next_counter = self.counter.wrapping_add(1) & self.seq_mask;
         // The (tick, sequence) this call would issue, and whether it borrows a tick.
         let (tick, sequence, borrows) = match self.last_tick {
-            None => {
-                let lowest = match self.start_after {
-                    // A floor of u64::MAX leaves no tick to issue in.
-                    Some(floor) => match floor.checked_add(1) {
-                        Some(t) => t,
-                        None => return Step::TimeExhausted,
-                    },
-                    None => 0,
-                };
-                (now_tick.max(lowest), next_counter, false)
-            }
+            None => (now_tick, next_counter, false),
             Some(last) if now_tick > last => (now_tick, next_counter, false),
             Some(last) if next_counter != 0 => (last, next_counter, false),
             Some(last) => match last.checked_add(1) {
                 Some(t) => (t, 0, true),
                 None => return Step::TimeExhausted,
             },
+        };
+        // Not at or before `start_after`: moving to a later tick keeps the pairs increasing.
+        let (tick, borrows) = match self.start_after {
+            Some(after) if tick <= after => match after.checked_add(1) {
+                Some(t) => (t, false),
+                // A floor of u64::MAX leaves no tick to issue in.
+                None => return Step::TimeExhausted,
+            },
+            _ => (tick, borrows),
         };
         // Exhaustion first: waiting would never bring the tick back under max_tick.
         if tick > max_tick {
@@ -100,6 +101,16 @@ impl Generator {
             self.borrowed_ticks = self.borrowed_ticks.saturating_add(1);
         }
         Step::Issue { tick, sequence }
+    }
+
+    /// From now on, IDs have a tick at or after `tick` (the tick last proposed was owned by
+    /// another session sharing the worker id). Issued pairs stay increasing: only later ticks
+    /// are skipped to.
+    pub fn skip_to(&mut self, tick: u64) {
+        let after = tick.checked_sub(1);
+        if after > self.start_after {
+            self.start_after = after;
+        }
     }
 
     /// Tick of the last issued ID, if any.
@@ -233,6 +244,28 @@ mod tests {
     }
 
     #[test]
+    fn skip_to_moves_later_only_and_keeps_the_counter() {
+        let mut g = Generator::new(12, None);
+        assert_eq!(issue(&mut g, 10, 5), (10, 1));
+        g.skip_to(12);
+        assert_eq!(issue(&mut g, 10, 5), (12, 2));
+        // An earlier skip changes nothing.
+        g.skip_to(3);
+        assert_eq!(issue(&mut g, 10, 5), (12, 3));
+        // Past the lead: wait, unchanged.
+        g.skip_to(20);
+        assert_eq!(g.next(12, 5, NO_LIMIT), Step::WaitUntil { tick: 15 });
+        assert_eq!(issue(&mut g, 15, 5), (20, 4));
+        assert_eq!(g.borrowed_ticks(), 0);
+        // Before the first ID too; skipping to tick 0 is no floor.
+        let mut g = Generator::new(12, None);
+        g.skip_to(0);
+        assert_eq!(issue(&mut g, 0, 0), (0, 1));
+        g.skip_to(u64::MAX);
+        assert_eq!(g.next(0, 0, u64::MAX), Step::WaitUntil { tick: u64::MAX });
+    }
+
+    #[test]
     fn counter_not_reset_on_new_tick() {
         let mut g = Generator::new(12, None);
         let seqs: Vec<u64> = (0..100).map(|t| issue(&mut g, t, 0).1).collect();
@@ -264,6 +297,8 @@ mod tests {
         Burst(u16),
         Back(u64),
         Forward(u64),
+        /// Another session owns ticks up to this far after the last one (`skip_to`).
+        Skip(u64),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -273,6 +308,7 @@ mod tests {
             2 => (1u64..50).prop_map(Op::Back),
             2 => (1u64..4).prop_map(Op::Forward),
             1 => (4u64..100).prop_map(Op::Forward),
+            1 => (0u64..4).prop_map(Op::Skip),
         ]
     }
 
@@ -317,6 +353,7 @@ mod tests {
         exhausted: usize,
         borrowed: u64,
         back_in_last_tick: usize,
+        skips: usize,
     }
 
     /// Drives a generator through `c`, checking every invariant; returns the issued IDs.
@@ -324,6 +361,7 @@ mod tests {
         let mut seen = Seen::default();
         const MAX_CALLS: usize = 2000;
         let mut g = Generator::new(c.seq_bits, c.floor);
+        let mut floor = c.floor;
         let mut now = c.start;
         let mut issued: Vec<(u64, u64)> = Vec::new();
         let mut calls = 0usize;
@@ -336,6 +374,13 @@ mod tests {
                 }
                 Op::Forward(d) => {
                     now += d;
+                    1
+                }
+                Op::Skip(d) => {
+                    let to = g.last_tick().unwrap_or(now).saturating_add(d);
+                    g.skip_to(to);
+                    floor = floor.max(to.checked_sub(1));
+                    seen.skips += 1;
                     1
                 }
             };
@@ -356,7 +401,7 @@ mod tests {
                             prop_assert!(tick <= now + c.lead);
                             prop_assert!(tick <= c.max_tick);
                             prop_assert!(sequence < 1 << c.seq_bits);
-                            if let Some(f) = c.floor {
+                            if let Some(f) = floor {
                                 prop_assert!(tick > f);
                             }
                             if let Some(&prev) = issued.last() {
@@ -416,11 +461,13 @@ mod tests {
             total.exhausted += s.exhausted;
             total.borrowed += s.borrowed;
             total.back_in_last_tick += s.back_in_last_tick;
+            total.skips += s.skips;
         }
         assert!(total.waits > 0);
         assert!(total.exhausted > 0);
         assert!(total.borrowed > 0);
         assert!(total.back_in_last_tick > 0);
+        assert!(total.skips > 0);
     }
 
     proptest! {

@@ -6,7 +6,8 @@
 //! - [`sequence_options`]: a preset plus per-field overrides into a validated layout (§2, §6).
 //! - [`generator`]: one backend's tick + counter state machine over an injected clock (§3).
 //! - [`cluster_clock`]: the cluster's forward-only clock over one atomic (§3).
-//! - [`slots`]: the worker-slot allocator over plain atomics (§4).
+//! - [`worker_ids`]: worker ids per worker width, shared when they run out, and the tick
+//!   claims that keep the sessions on one id apart (§4).
 //! - [`reservation`]: the durable high-water mark's file format and atomic write (§5).
 //! - [`base32`]: the compact text form of an ID and its parser (§6).
 //!
@@ -20,4 +21,13 @@ pub mod generator;
 pub mod layout;
 pub mod reservation;
 pub mod sequence_options;
-pub mod slots;
+pub mod worker_ids;
+
+/// std's atomics, or loom's when built with `--cfg loom` for the model-checked test of
+/// `worker_ids` (tests/worker_id_sharing_model.rs).
+mod sync {
+    #[cfg(loom)]
+    pub use loom::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
+    #[cfg(not(loom))]
+    pub use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
+}
