@@ -10,13 +10,15 @@
 //! takes a worker id in that width's space.
 
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use pgrx::prelude::*;
 
 use snowflake_id_core::generator::Generator;
 use snowflake_id_core::layout::{Field, Layout, Parts, TickWindow};
-use snowflake_id_core::worker_ids::{self, OwnedStep, OwnedTicks, WorkerId, TIME_UNITS};
+use snowflake_id_core::worker_ids::{
+    self, OwnedStep, OwnedTicks, WorkerId, MAX_SPACES, TIME_UNITS,
+};
 
 use crate::catalog::CatalogTable;
 use crate::database_floor::{self, DatabaseFloor};
@@ -218,6 +220,13 @@ pub fn last_id() -> i64 {
     with_backend(|backend| backend.last_id).unwrap_or_else(|| errors::lastval_undefined().raise())
 }
 
+/// The worker id this backend took in each space (its index in the table + 1; 0: none). Kept
+/// apart from `Backend` so that the exit callback can read it whatever state `Backend` is in,
+/// and set right after an id is taken, before anything that can fail.
+static HELD: [AtomicUsize; MAX_SPACES] = [const { AtomicUsize::new(0) }; MAX_SPACES];
+/// Whether `detach_worker_ids` is registered (once: PostgreSQL has room for few exit callbacks).
+static DETACH_REGISTERED: AtomicBool = AtomicBool::new(false);
+
 /// Which of this backend's worker ids serves sequences of `layout`'s worker width: the one it
 /// took in that width's space, or one it takes now.
 fn attachment_for(
@@ -229,6 +238,21 @@ fn attachment_for(
     if let Some(index) = worker_ids.iter().position(|held| held.space == space) {
         return index;
     }
+    let table_index = match HELD[space].load(Ordering::Relaxed) {
+        0 => take_worker_id(shared, space),
+        held => held - 1,
+    };
+    worker_ids.push(Attachment {
+        space,
+        worker: table_index - shared.spaces.range(space).start,
+        table_index,
+        owned: [OwnedTicks::NONE; TIME_UNITS],
+    });
+    worker_ids.len() - 1
+}
+
+/// Takes a worker id in `space` until this backend exits; its index in the table of all ids.
+fn take_worker_id(shared: &SharedState, space: usize) -> usize {
     // SAFETY: plain reads of backend-local globals PostgreSQL set up before any query runs.
     let (in_recovery, pid, database) = unsafe {
         (
@@ -241,31 +265,31 @@ fn attachment_for(
         errors::during_recovery("snowflake_nextval").raise();
     }
     shared.cover_failover_lag();
+    if !DETACH_REGISTERED.swap(true, Ordering::Relaxed) {
+        // SAFETY: registering a callback without argument; PostgreSQL calls it once at backend
+        // exit while shared memory is still attached. Registered before any id is taken, so no
+        // id is held without it.
+        unsafe { pg_sys::before_shmem_exit(Some(detach_worker_ids), pg_sys::Datum::from(0)) };
+    }
     let now = shared.read_clock().now_unix_us;
     let ids = shared.space(space);
     let attached = worker_ids::attach(ids, pid, database.to_u32(), now, process_is_alive);
     let table_index = shared.spaces.range(space).start + attached.worker;
-    // Grown before the exit callback is registered, so a failed allocation leaves no callback
-    // for an id this backend does not know it holds.
-    worker_ids.reserve(1);
-    // SAFETY: registering a callback with a plain integer argument; PostgreSQL calls it once at
-    // backend exit while shared memory is still attached.
-    unsafe { pg_sys::before_shmem_exit(Some(detach_worker_id), pg_sys::Datum::from(table_index)) };
-    worker_ids.push(Attachment {
-        space,
-        worker: attached.worker,
-        table_index,
-        owned: [OwnedTicks::NONE; TIME_UNITS],
-    });
-    worker_ids.len() - 1
+    HELD[space].store(table_index + 1, Ordering::Relaxed);
+    table_index
 }
 
 #[pg_guard]
-unsafe extern "C-unwind" fn detach_worker_id(_code: std::ffi::c_int, table_index: pg_sys::Datum) {
+unsafe extern "C-unwind" fn detach_worker_ids(_code: std::ffi::c_int, _arg: pg_sys::Datum) {
     if let Some(shared) = shared_memory::try_state() {
         // SAFETY: MyProcPid is this process's pid, set at backend start.
         let pid = unsafe { pg_sys::MyProcPid };
-        worker_ids::detach(shared.worker_ids(), table_index.value(), pid);
+        for held in &HELD {
+            let index = held.swap(0, Ordering::Relaxed);
+            if index != 0 {
+                worker_ids::detach(shared.worker_ids(), index - 1, pid);
+            }
+        }
     }
 }
 

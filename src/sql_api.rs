@@ -320,7 +320,8 @@ fn snowflake_worker_slots() -> TableIterator<
                     (
                         worker as i32,
                         id.holder(),
-                        pg_sys::Oid::from(id.database_oid()),
+                        // The taker's database, while the taker uses the id.
+                        pg_sys::Oid::from(id.holder().map_or(0, |_| id.database_oid())),
                         timestamps::timestamptz(id.claimed_at_unix_us()),
                         i64::try_from(id.ids_issued()).unwrap_or(i64::MAX),
                         i32::from(spaces.width_of(space)),

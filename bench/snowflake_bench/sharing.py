@@ -1,9 +1,12 @@
 """The cost per ID when sessions share a worker id: pgbench sessions issuing IDs of a sequence
 with 10 worker bits (each session alone on its id) against the same layout with 0 worker bits
 (one id: all sessions share it), at 2, 4 and 8 sessions, alternating inside each repetition. The
-two sequences differ only in the worker field, so the ratio of their rates at the same number of
-sessions is the price of sharing. `snowflake_stats()` before and after each run gives the ticks
-found taken (`tick_conflicts`, the compare-and-swaps that lost) and the sleeps (`throttle_sleeps`)."""
+two sequences differ only in the worker field and have 14 sequence bits (16,384 IDs per 1 ms
+tick, more than the sessions can ask for), so the ratio of their rates at the same number of
+sessions is the price of sharing. A third sequence shares one id with the classic 12 sequence
+bits: there the id's capacity (4,096 IDs per ms, each tick belonging to one session) is what the
+sessions divide. `snowflake_stats()` before and after each run gives the ticks found taken
+(`tick_conflicts`, the compare-and-swaps that lost) and the sleeps (`throttle_sleeps`)."""
 
 import re
 import statistics
@@ -14,8 +17,9 @@ from .benchmarks import rotated, summary
 from .cluster import run
 
 SESSIONS = [2, 4, 8]
-# worker bits of each mode's sequence; 41 time bits, 12 sequence bits, 1 ms ticks as 'classic'.
-MODES = {"alone": 10, "shared": 0}
+# (worker bits, sequence bits) of each mode's sequence; 1 ms ticks, time bits to fill 63 bits at
+# most (14 sequence bits: 39 time bits, until 2042).
+MODES = {"alone": (10, 14), "shared": (0, 14), "shared_classic": (0, 12)}
 IDS_PER_TRANSACTION = 10_000
 # At 2 sessions per worker id, an ID may cost at most this many times what it costs alone.
 TARGET_RATIO_AT_2 = 2.0
@@ -28,11 +32,12 @@ def sequence(mode):
 def setup(cluster):
     with cluster.connect() as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS snowflake_id")
-        for mode, bits in MODES.items():
+        for mode, (worker_bits, sequence_bits) in MODES.items():
             conn.execute(f"SELECT snowflake_drop_sequence('{sequence(mode)}') "
                          f"FROM snowflake_sequences WHERE name = '{sequence(mode)}'")
             conn.execute(f"SELECT snowflake_create_sequence('{sequence(mode)}', "
-                         f"worker_bits => {bits})")
+                         f"time_bits => {53 - sequence_bits}, worker_bits => {worker_bits}, "
+                         f"sequence_bits => {sequence_bits})")
 
 
 def counters(cluster):
@@ -88,6 +93,8 @@ def rows(results):
         ratio = alone / shared
         table.append({"sessions": sessions, "alone_per_second": alone,
                       "shared_per_second": shared,
+                      "classic_per_second":
+                          results["per_second"][f"shared_classic/{sessions}"]["median"],
                       "alone_ns": 1e9 * sessions / alone, "shared_ns": 1e9 * sessions / shared,
                       "ratio": ratio,
                       "conflicts_per_million": counted["tick_conflicts"] * per_million,
@@ -102,9 +109,12 @@ def render(results, server_version):
         "",
         f"pgbench, {results['seconds']} s per run, {results['reps']} alternating repetitions "
         f"(medians); each transaction is `SELECT count(snowflake_nextval(seq)) FROM "
-        f"generate_series(1, {results['ids_per_transaction']:,})`. *Alone*: a sequence with 10 "
-        "worker bits, every session on a worker id of its own. *Shared*: the same layout with 0 "
-        "worker bits, so all sessions share one worker id and take turns by tick. ns per ID per "
+        f"generate_series(1, {results['ids_per_transaction']})`. *Alone*: a sequence with 10 "
+        "worker bits and 14 sequence bits (16,384 IDs per 1 ms tick: more than the sessions ask "
+        "for), every session on a worker id of its own. *Shared*: the same layout with 0 "
+        "worker bits, so all sessions share one worker id and take turns by tick. *Shared, "
+        "classic*: one shared id with the classic 12 sequence bits, whose 4,096 IDs per ms (a "
+        "tick belongs to one session) the sessions divide. ns per ID per "
         "session = sessions / (IDs per second); with more sessions than the machine's cores it "
         "includes waiting for a core. Ticks found taken and sleeps are counted over the shared "
         f"runs. Target: at most {TARGET_RATIO_AT_2:g}× the cost alone at 2 sessions per worker "
@@ -112,8 +122,8 @@ def render(results, server_version):
         "",
         "| sessions per worker id | alone, M IDs/s | shared, M IDs/s | alone, ns per ID per "
         "session | shared, ns per ID per session | cost shared / alone | ticks found taken per "
-        "million IDs | sleeps per million IDs | target met |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "million IDs | sleeps per million IDs | target met | shared, classic, M IDs/s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows(results):
         met = "—" if row["met"] is None else ("yes" if row["met"] else "no")
@@ -121,7 +131,8 @@ def render(results, server_version):
             f"| {row['sessions']} | {row['alone_per_second'] / 1e6:.2f} | "
             f"{row['shared_per_second'] / 1e6:.2f} | {row['alone_ns']:.0f} | "
             f"{row['shared_ns']:.0f} | {row['ratio']:.2f}× | "
-            f"{row['conflicts_per_million']:.0f} | {row['sleeps_per_million']:.0f} | {met} |")
+            f"{row['conflicts_per_million']:.0f} | {row['sleeps_per_million']:.0f} | {met} | "
+            f"{row['classic_per_second'] / 1e6:.2f} |")
     spread = [statistics.median(v["samples"]) / min(v["samples"]) - 1
               for v in results["per_second"].values()]
     lines += ["", f"Largest spread of a median over its slowest repetition: {max(spread):.0%}.",

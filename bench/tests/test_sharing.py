@@ -12,6 +12,7 @@ def results(alone, shared, conflicts=0):
         per_second[f"alone/{sessions}"] = {"median": alone[sessions], "samples": [alone[sessions]]}
         per_second[f"shared/{sessions}"] = {"median": shared[sessions],
                                             "samples": [shared[sessions]]}
+        per_second[f"shared_classic/{sessions}"] = {"median": 4.096e6, "samples": [4.096e6]}
         counted[f"shared/{sessions}"] = {"tick_conflicts": conflicts, "throttle_sleeps": 0,
                                          "borrowed_ticks": 0, "ids": 2_000_000}
     return {"sessions": [2, 4], "seconds": 5, "reps": 1, "ids_per_transaction": 10_000,
@@ -36,7 +37,7 @@ class SharingTest(unittest.TestCase):
     def test_report_has_a_row_per_number_of_sessions(self):
         text = render(results({2: 4e6, 4: 4e6}, {2: 3e6, 4: 2e6}), "17.9")
         self.assertIn("PostgreSQL 17.9", text)
-        self.assertIn("| 2 | 4.00 | 3.00 | 500 | 667 | 1.33× | 0 | 0 | yes |", text)
+        self.assertIn("| 2 | 4.00 | 3.00 | 500 | 667 | 1.33× | 0 | 0 | yes | 4.10 |", text)
         self.assertIn("| 4 | 4.00 | 2.00 |", text)
 
 

@@ -23,6 +23,13 @@ use crate::sync::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
 /// How many time units a layout can have (one floor each).
 pub const TIME_UNITS: usize = ALLOWED_TIME_UNITS_US.len();
 
+/// More spaces than [`Spaces`] ever has (its capacity is at most 2^31 ids).
+pub const MAX_SPACES: usize = 33;
+
+/// How many sole holders `attach` checks for life when a space is full: a bound on the system
+/// calls a session pays to take an id once nothing is free.
+pub const MAX_LIVENESS_PROBES: usize = 8;
+
 #[repr(C, align(64))]
 pub struct WorkerId {
     /// The session that took the id while it was free (0: none), so a sole holder that died
@@ -50,10 +57,10 @@ pub struct Spaces {
 }
 
 impl Spaces {
-    /// `capacity` ids in the space of the wide widths (at least 1).
+    /// `capacity` ids in the space of the wide widths (1 to 2^31).
     pub fn new(capacity: usize) -> Spaces {
         Spaces {
-            capacity: capacity.max(1),
+            capacity: capacity.clamp(1, 1 << 31),
         }
     }
 
@@ -113,7 +120,9 @@ pub struct Attached {
 /// Takes a worker id in `space` for session `pid`: the lowest free one; else one whose sole
 /// holder no longer exists (`is_alive(pid)` false; compare-and-swap from that pid, so two
 /// claimers cannot both take it); else the one with the fewest sessions, shared. Free ids are
-/// tried first, so the common path makes no `is_alive` call (each is typically a system call).
+/// tried first, so the common path makes no `is_alive` call (each is typically a system call);
+/// in a full space at most [`MAX_LIVENESS_PROBES`] sole holders are checked, from a place that
+/// depends on `pid`, so successive sessions check different ones.
 ///
 /// `space` must not be empty (no space of [`Spaces`] is).
 pub fn attach(
@@ -145,13 +154,18 @@ pub fn attach(
             return exclusive(worker, None);
         }
     }
-    for (worker, id) in space.iter().enumerate() {
-        let holder = id.holder_pid.load(Ordering::Relaxed);
-        if holder != 0
-            && holder != pid
-            && id.sessions.load(Ordering::Relaxed) == 1
-            && !is_alive(holder)
-            && id
+    let first = pid.unsigned_abs() as usize % space.len();
+    let sole_holders = (first..space.len())
+        .chain(0..first)
+        .filter_map(|worker| {
+            let holder = space[worker].holder_pid.load(Ordering::Relaxed);
+            let alone = space[worker].sessions.load(Ordering::Relaxed) == 1;
+            (holder != 0 && holder != pid && alone).then_some((worker, holder))
+        })
+        .take(MAX_LIVENESS_PROBES);
+    for (worker, holder) in sole_holders {
+        if !is_alive(holder)
+            && space[worker]
                 .holder_pid
                 .compare_exchange(holder, pid, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
@@ -494,6 +508,24 @@ mod tests {
     }
 
     #[test]
+    fn a_full_space_checks_few_holders_for_life() {
+        let s = table(20);
+        for pid in 1..=20 {
+            attach(&s, pid, 1, 0, alive);
+        }
+        let probed = std::cell::Cell::new(0);
+        let a = attach(&s, 100, 1, 0, |_| {
+            probed.set(probed.get() + 1);
+            true
+        });
+        assert_eq!(probed.get(), MAX_LIVENESS_PROBES);
+        assert!(a.shared);
+        // Where the probes start depends on the pid: pid 33 starts at id 13 (pid 14's).
+        let a = attach(&s, 33, 1, 0, |pid| pid != 14);
+        assert_eq!((a.worker, a.reclaimed_from_pid), (13, Some(14)));
+    }
+
+    #[test]
     fn claims_extend_own_intervals_and_skip_the_others() {
         let id = WorkerId::new();
         let (mut a, mut b) = (OwnedTicks::NONE, OwnedTicks::NONE);
@@ -751,7 +783,9 @@ mod tests {
                         let id = &space[session.worker];
                         let unit = layout.time_unit_index();
                         let (generator, published) = session.generators[q].get_or_insert_with(|| {
-                            // The glue starts after the floor; uniqueness must not need it.
+                            // The glue starts after the floor; sessions new to an id must not
+                            // need it (a session's second generator for one sequence would:
+                            // the glue makes one only for a new sequence, a new ID space).
                             let after = start_after_floor
                                 .then(|| layout.first_tick_at_or_after(id.floor(unit)).checked_sub(1))
                                 .flatten();
