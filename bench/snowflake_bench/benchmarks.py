@@ -127,7 +127,7 @@ def bench_count(cluster, n, reps, major):
     seconds = defaultdict(list)
     stats = defaultdict(list)
     with cluster.connect() as conn:
-        for key in keys:  # warm-up: plan caches, PL/pgSQL compilation, worker slot
+        for key in keys:  # warm-up: plan caches, PL/pgSQL compilation, worker id
             conn.execute(count_sql(key, max(n // 10, 1))).fetchone()
         for rep in range(reps):
             for key in rotated(keys, rep):

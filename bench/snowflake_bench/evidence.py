@@ -96,7 +96,7 @@ def evidence_strace(cluster, results_dir, n, trace_seconds=4.0):
         with cluster.connect() as conn:
             pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
             sql = count_sql(key, n)
-            conn.execute(sql).fetchone()  # warm: slot claimed, catalog read
+            conn.execute(sql).fetchone()  # warm: worker id taken, catalog read
             time.sleep(0.3)  # the clock catches up with any lead left by the warm-up
             before = snowflake_stats(conn)
             start = time.perf_counter()

@@ -56,5 +56,5 @@ for id_, ts, node, worker, sequence, gene in decoded:
     # The classic layout: milliseconds since 2025-01-01 UTC in the bits above the lowest 22.
     epoch = datetime.datetime(2025, 1, 1, tzinfo=datetime.timezone.utc)
     assert ts == epoch + datetime.timedelta(milliseconds=id_ >> 22), (id_, ts)
-assert len({row[3] for row in decoded}) == 1, "one session uses one worker slot"
+assert len({row[3] for row in decoded}) == 1, "one session uses one worker id"
 print("python psycopg example: all checks passed")

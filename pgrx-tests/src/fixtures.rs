@@ -348,7 +348,7 @@ pub struct SessionRun {
 }
 
 /// Runs `sessions` sessions that insert `batch`-row batches into `ids` until `during` (run on
-/// the calling thread once all sessions hold their slots) returns; panics on any error.
+/// the calling thread once all sessions hold their worker ids) returns; panics on any error.
 pub fn generate_while<T>(
     cluster: &Cluster,
     sessions: i32,
@@ -362,7 +362,7 @@ pub fn generate_while<T>(
             .map(|session| {
                 let (stop, ready) = (&stop, &ready);
                 scope.spawn(move || {
-                    // Claim the slot before the clock work starts; meet at the barrier even on
+                    // Take a worker id before the clock work starts; meet at the barrier even on
                     // failure, so no one waits forever.
                     let client = cluster.try_connect_to("postgres").and_then(|mut client| {
                         client.query_one("SELECT snowflake_nextval()", &[])?;

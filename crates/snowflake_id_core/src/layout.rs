@@ -315,7 +315,7 @@ impl Layout {
         })
     }
 
-    /// Position of the time unit in `ALLOWED_TIME_UNITS_US` (a slot keeps one floor per unit);
+    /// Position of the time unit in `ALLOWED_TIME_UNITS_US` (a worker id keeps one floor per unit);
     /// the finest unit for a layout that fails `validate`.
     pub fn time_unit_index(&self) -> usize {
         ALLOWED_TIME_UNITS_US
@@ -349,7 +349,7 @@ impl Layout {
         clamp_i64(i128::from(self.epoch_unix_us) + i128::from(tick) * self.unit())
     }
 
-    /// The first tick whose start is >= unix_us (so a slot's new holder starts after a
+    /// The first tick whose start is >= unix_us (so a generator starts after a worker id's
     /// floor); 0 if before the epoch.
     pub fn first_tick_at_or_after(&self, unix_us: i64) -> u64 {
         let since = i128::from(unix_us) - i128::from(self.epoch_unix_us);
