@@ -19,10 +19,12 @@
 //! `snowflake_stats()`, clusters of several nodes, …) is in [`fixtures`]; the column shapes an
 //! ID can be stored in, in [`column_shapes`].
 
+use std::collections::BTreeSet;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 pub use postgres::{Client, Error as PgError, NoTls, Row};
@@ -891,12 +893,24 @@ pub fn postgres_bin_dir() -> PathBuf {
     pg_config("--bindir")
 }
 
-/// A port no one listens on now; it only names the Unix socket, as TCP is off.
+/// A port no one listens on now, and never handed out before in this test process: the kernel
+/// may give a just-released port again, before the server it was meant for binds it (a
+/// pg_auto_failover monitor and its first node once got the same one).
 pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("free port");
+        if HANDED_OUT
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(port)
+        {
+            return port;
+        }
+    }
 }
 
 /// Polls `condition` every 50 ms until it holds or `timeout` passes; returns whether it held.

@@ -66,10 +66,27 @@ fn write_rows(
     })
 }
 
+/// How the writers reached the server.
+#[derive(Clone, Copy, PartialEq)]
+enum Writers {
+    /// Each writer is one server session: its IDs must increase in the order it wrote them.
+    Sessions,
+    /// Through a transaction pooler: a writer's transactions run in whichever server session
+    /// the pooler lends, and IDs of different sessions are not ordered within a tick.
+    Pooled,
+}
+
 /// Checks `writes_<sequence>`: `expected` rows, all IDs distinct, each session's IDs in the
-/// order it wrote them, and every ID's time between `window_start` and the server's clock now
-/// (plus the lead IDs may take). Returns the number of distinct worker ids in the IDs.
-fn check_writes(client: &mut Client, sequence: &str, expected: i64, window_start: &str) -> i64 {
+/// order it wrote them (for `Writers::Sessions`), and every ID's time between `window_start`
+/// and the server's clock now (plus the lead IDs may take). Returns the number of distinct
+/// worker ids in the IDs.
+fn check_writes(
+    client: &mut Client,
+    sequence: &str,
+    expected: i64,
+    window_start: &str,
+    writers: Writers,
+) -> i64 {
     let table = format!("writes_{sequence}");
     let row = client
         .query_one(
@@ -89,6 +106,9 @@ fn check_writes(client: &mut Client, sequence: &str, expected: i64, window_start
     assert_eq!(rows, expected, "rows in {table}");
     assert_eq!(distinct, rows, "duplicate IDs in {table}");
     assert_eq!(outside, 0, "IDs of {table} outside the test's time window");
+    if writers == Writers::Pooled {
+        return workers;
+    }
     let out_of_order = count(
         client,
         &format!(
@@ -135,8 +155,7 @@ fn sharing(client: &mut Client) -> (i32, i64) {
     (row.get(0), row.get(1))
 }
 
-/// A pool of `sessions` connections on `sequence` (whose worker field has `worker_bits` bits,
-/// the `sharded` preset's 8 without its node field, or js53's 7):
+/// A pool of `sessions` connections on `sequence` (whose worker field has `worker_bits` bits):
 /// all connect and take a worker id, then write 5 rows each. Returns the distinct worker ids.
 fn pool_on(cluster: &Cluster, sequence: &str, worker_bits: u32, sessions: usize) -> i64 {
     let mut admin = cluster.connect();
@@ -167,7 +186,13 @@ fn pool_on(cluster: &Cluster, sequence: &str, worker_bits: u32, sessions: usize)
         errors.len(),
         &errors[..errors.len().min(5)]
     );
-    let workers = check_writes(&mut admin, sequence, 5 * sessions as i64, &start);
+    let workers = check_writes(
+        &mut admin,
+        sequence,
+        5 * sessions as i64,
+        &start,
+        Writers::Sessions,
+    );
     assert_eq!(workers as usize, sessions.min(space));
     println!(
         "{sessions} sessions on '{sequence}' ({worker_bits} worker bits): 0 refused, {} IDs, \
@@ -179,17 +204,32 @@ fn pool_on(cluster: &Cluster, sequence: &str, worker_bits: u32, sessions: usize)
 }
 
 #[test]
-fn two_hundred_clients_on_js53_and_three_hundred_on_eight_worker_bits() {
+fn two_hundred_clients_on_js53() {
     let cluster = Cluster::builder().setting("max_connections = 420").start();
     let mut admin = cluster.connect();
     admin
         .batch_execute(
             "CREATE EXTENSION snowflake_id;
-             SELECT snowflake_create_sequence('web', preset => 'js53');
-             SELECT snowflake_create_sequence('shards', preset => 'sharded', node_bits => 0);",
+             SELECT snowflake_create_sequence('web', preset => 'js53');",
         )
         .unwrap();
     pool_on(&cluster, "web", 7, 200);
+}
+
+#[test]
+fn three_hundred_clients_on_the_sharded_preset() {
+    // The preset's node bits need a node id (which a layout without node bits would refuse).
+    let cluster = Cluster::builder()
+        .setting("max_connections = 420")
+        .setting("snowflake.node_id = 5")
+        .start();
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute(
+            "CREATE EXTENSION snowflake_id;
+             SELECT snowflake_create_sequence('shards', preset => 'sharded');",
+        )
+        .unwrap();
     pool_on(&cluster, "shards", 8, 300);
 }
 
@@ -229,8 +269,12 @@ fn sessions_of_other_widths_leave_a_space_alone() {
         .collect();
     assert_eq!(web_ids, (0..20).collect::<Vec<i32>>());
     assert_eq!(sharing(&mut admin).0, 0);
-    assert_eq!(check_writes(&mut admin, "web", 200, &start), 20);
-    assert_eq!(check_writes(&mut admin, "default", 180 * 2, &start), 180);
+    assert_eq!(
+        check_writes(&mut admin, "web", 200, &start, Writers::Sessions),
+        20
+    );
+    let holders_ids = check_writes(&mut admin, "default", 180 * 2, &start, Writers::Sessions);
+    assert_eq!(holders_ids, 180);
     println!(
         "180 'default' holders, then 20 js53 writers: 0 refused, worker ids 0..19, none shared"
     );
@@ -297,7 +341,13 @@ fn sixteen_busy_sessions_share_four_worker_ids() {
     });
     let elapsed = began.elapsed();
     assert!(errors.is_empty(), "{errors:?}");
-    let workers = check_writes(&mut admin, "default", SESSIONS as i64 * ROWS, &start);
+    let workers = check_writes(
+        &mut admin,
+        "default",
+        SESSIONS as i64 * ROWS,
+        &start,
+        Writers::Sessions,
+    );
     assert_eq!(workers, 4);
     let (sharing_sessions, conflicts) = sharing(&mut admin);
     assert_eq!(sharing_sessions as usize, SESSIONS);
@@ -351,7 +401,13 @@ fn pgbouncer_in_transaction_mode_five_hundred_clients_on_forty_server_connection
         errors.len(),
         &errors[..errors.len().min(5)]
     );
-    let workers = check_writes(&mut admin, "web", (CLIENTS * ROWS) as i64, &start);
+    let workers = check_writes(
+        &mut admin,
+        "web",
+        (CLIENTS * ROWS) as i64,
+        &start,
+        Writers::Pooled,
+    );
     // Behind the pooler only its server connections make IDs: at most 40 worker ids, alone.
     assert!(
         workers <= 40,
