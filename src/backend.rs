@@ -16,9 +16,8 @@ use pgrx::prelude::*;
 
 use snowflake_id_core::generator::Generator;
 use snowflake_id_core::layout::{Field, Layout, Parts, TickWindow};
-use snowflake_id_core::worker_ids::{
-    self, OwnedStep, OwnedTicks, WorkerId, MAX_SPACES, TIME_UNITS,
-};
+use snowflake_id_core::tick_claims::{OwnedStep, OwnedTicks};
+use snowflake_id_core::worker_ids::{self, WorkerId, MAX_SPACES, TIME_UNITS};
 
 use crate::catalog::CatalogTable;
 use crate::database_floor::{self, DatabaseFloor};

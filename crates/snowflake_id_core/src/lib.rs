@@ -6,8 +6,9 @@
 //! - [`sequence_options`]: a preset plus per-field overrides into a validated layout (§2, §6).
 //! - [`generator`]: one backend's tick + counter state machine over an injected clock (§3).
 //! - [`cluster_clock`]: the cluster's forward-only clock over one atomic (§3).
-//! - [`worker_ids`]: worker ids per worker width, shared when they run out, and the tick
-//!   claims that keep the sessions on one id apart (§4).
+//! - [`worker_ids`]: worker ids per worker width, shared when they run out (§4).
+//! - [`tick_claims`]: the ticks a session owns on its worker id, which keep the sessions of one
+//!   id apart (§2.3, §4).
 //! - [`reservation`]: the durable high-water mark's file format and atomic write (§5).
 //! - [`base32`]: the compact text form of an ID and its parser (§6).
 //!
@@ -21,6 +22,7 @@ pub mod generator;
 pub mod layout;
 pub mod reservation;
 pub mod sequence_options;
+pub mod tick_claims;
 pub mod worker_ids;
 
 /// std's atomics, or loom's when built with `--cfg loom` for the model-checked test of

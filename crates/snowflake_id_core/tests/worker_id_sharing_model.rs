@@ -12,7 +12,8 @@ use loom::thread;
 
 use snowflake_id_core::generator::Generator;
 use snowflake_id_core::layout::PRESETS;
-use snowflake_id_core::worker_ids::{attach, detach, OwnedStep, OwnedTicks, WorkerId};
+use snowflake_id_core::tick_claims::{OwnedStep, OwnedTicks};
+use snowflake_id_core::worker_ids::{attach, detach, WorkerId};
 
 /// Issues `count` IDs at clock tick `now` (lead 4) on the worker id `space[worker]`.
 fn issue(space: &[WorkerId], worker: usize, now: u64, count: usize) -> Vec<(u64, u64)> {
