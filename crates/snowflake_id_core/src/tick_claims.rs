@@ -140,17 +140,10 @@ impl WorkerId {
 mod tests {
     use super::*;
     use crate::layout::PRESETS;
+    use crate::worker_ids::tests::{alive, table};
     use crate::worker_ids::{attach, detach, in_use, TIME_UNITS};
     use proptest::prelude::*;
     use std::collections::HashSet;
-
-    fn table(n: usize) -> Vec<WorkerId> {
-        (0..n).map(|_| WorkerId::new()).collect()
-    }
-
-    fn alive(_: i32) -> bool {
-        true
-    }
 
     #[test]
     fn claims_extend_own_intervals_and_skip_the_others() {

@@ -275,15 +275,17 @@ impl Default for WorkerId {
 }
 
 #[cfg(all(test, not(loom)))]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::tick_claims::OwnedTicks;
 
-    fn table(n: usize) -> Vec<WorkerId> {
+    /// A space of `n` worker ids, as the tests of this module and of `tick_claims` use it.
+    pub(crate) fn table(n: usize) -> Vec<WorkerId> {
         (0..n).map(|_| WorkerId::new()).collect()
     }
 
-    fn alive(_: i32) -> bool {
+    /// Every holder is alive.
+    pub(crate) fn alive(_: i32) -> bool {
         true
     }
 
