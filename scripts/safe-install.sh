@@ -4,7 +4,8 @@
 # the bytes under them; they crash with SIGILL/SIGSEGV/SIGBUS. Every install in this project
 # therefore puts a new file in place instead: written beside the target and renamed over it
 # (these functions), unpacked with `tar --unlink-first`, or by dpkg (which renames).
-# Sourced by scripts/pgrx-sudo/sudo and bench/compare_builds.sh.
+# Sourced by scripts/test.sh, scripts/install-citus.sh, scripts/pgrx-sudo/sudo and
+# bench/compare_builds.sh.
 
 # install_file_by_rename SOURCE TARGET: TARGET gets SOURCE's bytes and mode as a new file.
 install_file_by_rename() {

@@ -159,6 +159,13 @@ fn push_all_sequences() {
     send_to_workers(&commands.join(";\n"));
 }
 
+/// `text` as a `text` datum (never NULL: a Rust string always converts).
+fn text_datum(text: &str) -> pg_sys::Datum {
+    text.into_datum().unwrap_or_else(|| {
+        errors::internal(format!("could not make a text datum of {text:?}")).raise()
+    })
+}
+
 /// Runs `command` on every other active primary node of the Citus cluster (from the
 /// coordinator: every worker), inside the current transaction. It goes through Citus's
 /// `execute_command_on_remote_nodes_as_user(query, username)`, a version-1 C function of Citus
@@ -184,11 +191,8 @@ fn send_to_workers(command: &str) {
         pg_sys::DirectFunctionCall2Coll(
             Some(function),
             pg_sys::InvalidOid,
-            command.into_datum().expect("text datum"),
-            user.to_string_lossy()
-                .as_ref()
-                .into_datum()
-                .expect("text datum"),
+            text_datum(command),
+            text_datum(&user.to_string_lossy()),
         );
     }
 }

@@ -2,8 +2,9 @@
 //!
 //! This crate is the PostgreSQL glue only (docs/design.md §7); everything that decides an ID's
 //! value is in the pure core crate `snowflake_id_core` (crates/snowflake_id_core).
-//! Glue files, named by what they face: `gucs`, `shared_memory`, `wal`, `catalog`,
-//! `sequence_cache`, `database_floor`, `backend`, `citus`, `sql_api`, `timestamps`, `errors`.
+//! Glue files, named by what they face: `gucs`, `shared_memory`, `wal`, `reservation_worker`,
+//! `catalog`, `sequence_cache`, `database_floor`, `backend`, `citus`, `sql_api`, `timestamps`,
+//! `errors`.
 
 use pgrx::prelude::*;
 

@@ -8,6 +8,7 @@ use std::ffi::CStr;
 
 use pgrx::prelude::*;
 
+use crate::errors;
 use crate::gucs;
 use crate::shared_memory;
 
@@ -78,10 +79,11 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     // SAFETY: PostgreSQL calls redo with the record being replayed.
     match unsafe { reserved_until(record) } {
         Some(until) => shared_memory::state().raise_durable_floor(until),
-        None => pgrx::error!(
+        None => errors::internal(format!(
             "snowflake_id: unknown WAL record in resource manager {}",
             rmgr_id()
-        ),
+        ))
+        .raise(),
     }
 }
 

@@ -1,4 +1,4 @@
-//! The cluster's clock (docs/design.md §3.1), over three shared atomics.
+//! The cluster's clock (docs/design.md §3.1), over four shared atomics.
 //!
 //! cluster_now = max(lead line, trusted wall), where
 //! - the *lead line* continues from the latest cluster time anyone observed at 9/10 of real

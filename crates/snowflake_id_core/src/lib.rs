@@ -5,7 +5,7 @@
 //! - [`layout`]: the bit layout of an ID, composing, decomposing and validating (§2).
 //! - [`sequence_options`]: a preset plus per-field overrides into a validated layout (§2, §6).
 //! - [`generator`]: one backend's tick + counter state machine over an injected clock (§3).
-//! - [`cluster_clock`]: the cluster's forward-only clock over one atomic (§3).
+//! - [`cluster_clock`]: the cluster's forward-only clock over four atomics (§3).
 //! - [`worker_ids`]: worker ids per worker width, shared when they run out (§4).
 //! - [`tick_claims`]: the ticks a session owns on its worker id, which keep the sessions of one
 //!   id apart (§2.3, §4).
