@@ -80,6 +80,14 @@ def summary(values):
     }
 
 
+def spread_note(per_second):
+    """The report's line on how far a median rate lies above its slowest repetition, the largest
+    over `per_second` ({key: summary(rates)})."""
+    spread = [statistics.median(v["samples"]) / min(v["samples"]) - 1
+              for v in per_second.values()]
+    return f"Largest spread of a median over its slowest repetition: {max(spread):.0%}."
+
+
 def rotated(items, shift):
     shift %= len(items)
     return items[shift:] + items[:shift]

@@ -5,11 +5,10 @@ each), alternating inside each repetition. Until 0.4.0 a connection's first ID l
 keyed table; since 0.5.0 it reads the catalog and the floor relation through their indexes."""
 
 import re
-import statistics
 from collections import defaultdict
 
 from . import log
-from .benchmarks import rotated, summary
+from .benchmarks import rotated, spread_note, summary
 from .cluster import run
 
 TABLE_COUNTS = [0, 500, 5000]
@@ -99,8 +98,5 @@ def render(results, server_version):
         lines.append(f"| {row['tables']:,} | {row['select_1_ms']:.2f} | {row['first_id_ms']:.2f} "
                      f"| {row['extra_ms']:+.2f} ms | {row['ratio']:.2f}× | "
                      f"{'yes' if row['met'] else 'no'} |")
-    spread = [statistics.median(v["samples"]) / min(v["samples"]) - 1
-              for v in results["per_second"].values()]
-    lines += ["", f"Largest spread of a median over its fastest repetition: {max(spread):.0%}.",
-              ""]
+    lines += ["", spread_note(results["per_second"]), ""]
     return "\n".join(lines)

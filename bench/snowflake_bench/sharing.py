@@ -9,11 +9,10 @@ sessions divide. `snowflake_stats()` before and after each run gives the ticks f
 (`tick_conflicts`, the compare-and-swaps that lost) and the sleeps (`throttle_sleeps`)."""
 
 import re
-import statistics
 from collections import defaultdict
 
 from . import log
-from .benchmarks import rotated, summary
+from .benchmarks import rotated, spread_note, summary
 from .cluster import run
 
 SESSIONS = [2, 4, 8]
@@ -133,8 +132,5 @@ def render(results, server_version):
             f"{row['shared_ns']:.0f} | {row['ratio']:.2f}× | "
             f"{row['conflicts_per_million']:.0f} | {row['sleeps_per_million']:.0f} | {met} | "
             f"{row['classic_per_second'] / 1e6:.2f} |")
-    spread = [statistics.median(v["samples"]) / min(v["samples"]) - 1
-              for v in results["per_second"].values()]
-    lines += ["", f"Largest spread of a median over its slowest repetition: {max(spread):.0%}.",
-              ""]
+    lines += ["", spread_note(results["per_second"]), ""]
     return "\n".join(lines)
