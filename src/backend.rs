@@ -49,8 +49,9 @@ struct Issuer {
     /// The tick the clock was last in: the hot path finds the tick of a time in it without
     /// the 128-bit division of `Layout::tick_at`.
     window: TickWindow,
-    /// `snowflake.max_lead` in ticks of this layout, and the setting it was computed from.
-    lead: (i32, u64),
+    /// `snowflake.max_lead` as last read (ms) and that lead in ticks of this layout; None
+    /// before the first ID.
+    lead: Option<(i32, u64)>,
 }
 
 /// A worker id this backend uses from its first ID of a sequence of that space until it exits.
@@ -124,7 +125,7 @@ pub fn catalog_table() -> CatalogTable {
 
 /// The layout of sequence `name`; raises 42704 when it does not exist.
 pub fn layout_of(name: &str) -> Layout {
-    shared_memory::state();
+    shared_memory::require_preloaded();
     with_backend(|backend| backend.sequences.entry(name).layout)
 }
 
@@ -202,7 +203,7 @@ pub fn raise_floor(until_unix_us: i64) -> i64 {
 
 /// The last ID this session issued of sequence `name` (55000 if none, 42704 if no such sequence).
 pub fn current_id(name: &str) -> i64 {
-    shared_memory::state();
+    shared_memory::require_preloaded();
     with_backend(|backend| {
         let entry = backend.sequences.entry(name);
         entry
@@ -215,7 +216,7 @@ pub fn current_id(name: &str) -> i64 {
 
 /// The last ID this session issued of any sequence (55000 if none).
 pub fn last_id() -> i64 {
-    shared_memory::state();
+    shared_memory::require_preloaded();
     with_backend(|backend| backend.last_id).unwrap_or_else(|| errors::lastval_undefined().raise())
 }
 
@@ -331,7 +332,7 @@ fn new_issuer(
         last_id: None,
         wall_checked_tick: None,
         window: TickWindow::EMPTY,
-        lead: (-1, 0),
+        lead: None,
     }
 }
 
@@ -352,13 +353,14 @@ fn issue(
     gene: u64,
 ) -> i64 {
     let max_lead_ms = gucs::MAX_LEAD_MS.get();
-    if issuer.lead.0 != max_lead_ms {
-        issuer.lead = (
-            max_lead_ms,
-            (i64::from(max_lead_ms) * 1_000 / layout.time_unit_us) as u64,
-        );
-    }
-    let lead_ticks = issuer.lead.1;
+    let lead_ticks = match issuer.lead {
+        Some((setting_ms, ticks)) if setting_ms == max_lead_ms => ticks,
+        _ => {
+            let ticks = (i64::from(max_lead_ms) * 1_000 / layout.time_unit_us) as u64;
+            issuer.lead = Some((max_lead_ms, ticks));
+            ticks
+        }
+    };
     // The tick of `now`: from the cached window while `now` is in it, else computed (and a
     // clock before the epoch has no tick: refuse rather than wait for years).
     let tick_at = |issuer: &mut Issuer, now: i64| {

@@ -72,6 +72,9 @@ pub struct SharedState {
 }
 
 const SEGMENT_NAME: &std::ffi::CStr = c"snowflake_id";
+/// PostgreSQL's `AddinShmemInitLock`, a C macro for `&MainLWLockArray[21].lock`
+/// (storage/lwlocklist.h: the same index in 15 to 18), which pgrx cannot bind.
+const ADDIN_SHMEM_INIT_LOCK: usize = 21;
 const ALIGNMENT: usize = 64;
 
 /// Set in the postmaster by the startup hook; backends inherit it through fork.
@@ -397,6 +400,12 @@ pub fn state() -> &'static SharedState {
     try_state().unwrap_or_else(|| errors::not_preloaded().raise())
 }
 
+/// Raises "add shared_preload_libraries" (55000) unless the library was preloaded: for the
+/// functions that need the preloaded library but not the segment itself.
+pub fn require_preloaded() {
+    state();
+}
+
 pub fn try_state() -> Option<&'static SharedState> {
     let pointer = SHARED.load(Ordering::Acquire);
     // SAFETY: non-null only after init_shared_memory initialised the segment, which is never
@@ -546,7 +555,7 @@ unsafe extern "C-unwind" fn init_shared_memory() {
         if let Some(previous) = PREVIOUS_STARTUP_HOOK.get().copied().flatten() {
             previous();
         }
-        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
+        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(ADDIN_SHMEM_INIT_LOCK)).lock;
         pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
         let mut found = false;
         let raw = pg_sys::ShmemInitStruct(SEGMENT_NAME.as_ptr(), segment_size(), &mut found);

@@ -184,7 +184,7 @@ fn snowflake_create_sequence(
     sequence_bits: default!(Option<i32>, "NULL"),
     gene_bits: default!(Option<i32>, "NULL"),
 ) {
-    shared_memory::state();
+    shared_memory::require_preloaded();
     let name = checked_name(name);
     let citus = citus::role();
     citus.refuse_on_worker("snowflake_create_sequence", name);
@@ -216,7 +216,7 @@ fn snowflake_create_sequence(
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
 fn snowflake_drop_sequence(name: &str) {
-    shared_memory::state();
+    shared_memory::require_preloaded();
     if name == "default" {
         errors::cannot_drop_default().raise();
     }
@@ -256,7 +256,7 @@ fn snowflake_citus_receive_sequence(
     sequence_bits: i32,
     gene_bits: i32,
 ) {
-    shared_memory::state();
+    shared_memory::require_preloaded();
     let name = checked_name(Some(name));
     let width = |bits: i32| u8::try_from(bits).unwrap_or(u8::MAX);
     let layout = Layout {
@@ -286,7 +286,7 @@ fn snowflake_citus_receive_sequence(
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
 fn snowflake_citus_forget_sequence(name: &str) {
-    shared_memory::state();
+    shared_memory::require_preloaded();
     catalog::delete(&backend::catalog_table(), name);
 }
 

@@ -203,46 +203,40 @@ fn pool_on(cluster: &Cluster, sequence: &str, worker_bits: u32, sessions: usize)
     workers
 }
 
+/// A cluster with `settings`, the extension, and sequence `name` of `preset`.
+fn cluster_with_sequence(settings: &[&str], name: &str, preset: &str) -> Cluster {
+    let cluster = settings
+        .iter()
+        .fold(Cluster::builder(), |builder, line| builder.setting(line))
+        .start();
+    cluster
+        .connect()
+        .batch_execute(&format!(
+            "CREATE EXTENSION snowflake_id;
+             SELECT snowflake_create_sequence('{name}', preset => '{preset}');"
+        ))
+        .unwrap();
+    cluster
+}
+
 #[test]
 fn two_hundred_clients_on_js53() {
-    let cluster = Cluster::builder().setting("max_connections = 420").start();
-    let mut admin = cluster.connect();
-    admin
-        .batch_execute(
-            "CREATE EXTENSION snowflake_id;
-             SELECT snowflake_create_sequence('web', preset => 'js53');",
-        )
-        .unwrap();
+    let cluster = cluster_with_sequence(&["max_connections = 420"], "web", "js53");
     pool_on(&cluster, "web", 7, 200);
 }
 
 #[test]
 fn three_hundred_clients_on_the_sharded_preset() {
     // The preset's node bits need a node id (which a layout without node bits would refuse).
-    let cluster = Cluster::builder()
-        .setting("max_connections = 420")
-        .setting("snowflake.node_id = 5")
-        .start();
-    let mut admin = cluster.connect();
-    admin
-        .batch_execute(
-            "CREATE EXTENSION snowflake_id;
-             SELECT snowflake_create_sequence('shards', preset => 'sharded');",
-        )
-        .unwrap();
+    let settings = ["max_connections = 420", "snowflake.node_id = 5"];
+    let cluster = cluster_with_sequence(&settings, "shards", "sharded");
     pool_on(&cluster, "shards", 8, 300);
 }
 
 #[test]
 fn sessions_of_other_widths_leave_a_space_alone() {
-    let cluster = Cluster::builder().setting("max_connections = 420").start();
+    let cluster = cluster_with_sequence(&["max_connections = 420"], "web", "js53");
     let mut admin = cluster.connect();
-    admin
-        .batch_execute(
-            "CREATE EXTENSION snowflake_id;
-             SELECT snowflake_create_sequence('web', preset => 'js53');",
-        )
-        .unwrap();
     create_table(&mut admin, "default");
     create_table(&mut admin, "web");
     let start = server_clock(&mut admin);
@@ -367,14 +361,8 @@ fn sixteen_busy_sessions_share_four_worker_ids() {
 fn pgbouncer_in_transaction_mode_five_hundred_clients_on_forty_server_connections() {
     const CLIENTS: usize = 500;
     const ROWS: usize = 4;
-    let cluster = Cluster::builder().setting("max_connections = 100").start();
+    let cluster = cluster_with_sequence(&["max_connections = 100"], "web", "js53");
     let mut admin = cluster.connect();
-    admin
-        .batch_execute(
-            "CREATE EXTENSION snowflake_id;
-             SELECT snowflake_create_sequence('web', preset => 'js53');",
-        )
-        .unwrap();
     create_table(&mut admin, "web");
     let bouncer = PgBouncer::start(
         &cluster,

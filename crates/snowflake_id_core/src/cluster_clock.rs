@@ -22,6 +22,8 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
+use crate::layout::clamp_i64;
+
 /// Offset value meaning "not started". Every real offset is kept above it.
 const NOT_STARTED: i64 = i64::MIN;
 /// `suspect_since_us` when no forward jump is being confirmed.
@@ -82,12 +84,6 @@ pub struct Reading {
     pub wall_behind_us: i64,
     /// A forward jump this reading decided about (each is reported by exactly one reading).
     pub jump: Option<Jump>,
-}
-
-/// Clamp an i128 into i64 (saturating arithmetic done in a wider type).
-#[inline]
-fn clamp_i64(v: i128) -> i64 {
-    v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
 }
 
 /// The monotonic clock at lead-line speed. In i64 (cannot overflow: |m − m/10| ≤ |m|), since it

@@ -176,8 +176,8 @@ fn mask(bits: u32) -> u64 {
 
 /// Clamp an i128 into i64 (saturating arithmetic done in a wider type).
 #[inline]
-fn clamp_i64(v: i128) -> i64 {
-    v.clamp(i64::MIN as i128, i64::MAX as i128) as i64
+pub(crate) fn clamp_i64(v: i128) -> i64 {
+    v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
 }
 
 impl Layout {
