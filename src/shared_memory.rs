@@ -60,9 +60,9 @@ pub struct Reservation {
     lock: AtomicPtr<pg_sys::LWLock>,
 }
 
-/// Header of the segment; the table of worker ids (`spaces.len()` of them) follows it
-/// directly. Each part is cache-line aligned so the hot, read-mostly lines are not written by
-/// the rare updates of others.
+/// Header of the segment; the table of worker ids (`spaces.table_len()` of them) follows
+/// it directly. Each part is cache-line aligned so the hot, read-mostly lines are not written
+/// by the rare updates of others.
 #[repr(C, align(64))]
 pub struct SharedState {
     pub clock: ClusterClock,
@@ -87,12 +87,12 @@ static PREVIOUS_STARTUP_HOOK: OnceCell<Hook> = OnceCell::new();
 impl SharedState {
     /// Every worker id, of every space.
     pub fn worker_ids(&self) -> &[WorkerId] {
-        // SAFETY: init_shared_memory placed `spaces.len()` initialised worker ids right after
-        // this header (which is 64-aligned and a multiple of 64 long), and the segment lives as
-        // long as the process.
+        // SAFETY: init_shared_memory placed `spaces.table_len()` initialised worker ids right
+        // after this header (which is 64-aligned and a multiple of 64 long), and the segment
+        // lives as long as the process.
         unsafe {
             let first = (self as *const SharedState).add(1).cast::<WorkerId>();
-            std::slice::from_raw_parts(first, self.spaces.len())
+            std::slice::from_raw_parts(first, self.spaces.table_len())
         }
     }
 
@@ -516,7 +516,7 @@ fn spaces() -> Spaces {
 fn segment_size() -> usize {
     // Slack so the header can be moved up to a 64-byte boundary (ShmemInitStruct only
     // guarantees MAXALIGN).
-    ALIGNMENT + size_of::<SharedState>() + spaces().len() * size_of::<WorkerId>()
+    ALIGNMENT + size_of::<SharedState>() + spaces().table_len() * size_of::<WorkerId>()
 }
 
 /// Chains our request and startup hooks in front of any previous ones. Called from _PG_init
@@ -597,7 +597,7 @@ unsafe extern "C-unwind" fn init_shared_memory() {
                 spaces,
             });
             let first_id = header.add(1).cast::<WorkerId>();
-            for index in 0..spaces.len() {
+            for index in 0..spaces.table_len() {
                 first_id.add(index).write(WorkerId::new());
             }
             let (wall, monotonic) = system_clocks_us();

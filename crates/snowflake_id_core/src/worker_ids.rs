@@ -90,13 +90,8 @@ impl Spaces {
     }
 
     /// Length of the whole table (below 3 × capacity).
-    pub fn len(&self) -> usize {
+    pub fn table_len(&self) -> usize {
         self.range(self.count() - 1).end
-    }
-
-    /// Never empty: every space has at least one id.
-    pub fn is_empty(&self) -> bool {
-        false
     }
 }
 
@@ -306,8 +301,8 @@ pub(crate) mod tests {
                 assert!(!range.is_empty());
                 next = range.end;
             }
-            assert_eq!(spaces.len(), next);
-            assert!(spaces.len() < 3 * capacity);
+            assert_eq!(spaces.table_len(), next);
+            assert!(spaces.table_len() < 3 * capacity);
             for bits in 0..=31u8 {
                 let space = spaces.space_of(bits);
                 let ids = spaces.range(space).len() as u64;
@@ -321,7 +316,6 @@ pub(crate) mod tests {
         assert_eq!(Spaces::new(1024).shared_width(), 10);
         assert_eq!(Spaces::new(1000).shared_width(), 10);
         assert_eq!(Spaces::new(0), Spaces::new(1));
-        assert!(!Spaces::new(5).is_empty());
     }
 
     #[test]
