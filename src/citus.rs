@@ -8,6 +8,7 @@
 
 use std::ffi::CStr;
 
+use once_cell::sync::OnceCell;
 use pgrx::prelude::*;
 use pgrx::spi::quote_literal;
 use snowflake_id_core::layout::Layout;
@@ -212,8 +213,9 @@ const NODE_ACTIVATORS: [&CStr; 6] = [
     c"start_metadata_sync_to_all_nodes",
 ];
 
-static mut PREVIOUS_NEEDS_FMGR_HOOK: pg_sys::needs_fmgr_hook_type = None;
-static mut PREVIOUS_FMGR_HOOK: pg_sys::fmgr_hook_type = None;
+/// The hooks installed before ours, called first (set once, as `shared_memory.rs` does).
+static PREVIOUS_NEEDS_FMGR_HOOK: OnceCell<pg_sys::needs_fmgr_hook_type> = OnceCell::new();
+static PREVIOUS_FMGR_HOOK: OnceCell<pg_sys::fmgr_hook_type> = OnceCell::new();
 
 /// Installs the function-manager hooks (from `_PG_init`, while preloading) when Citus is
 /// preloaded too. Without it no node can be activated, and the hooks would only cost every
@@ -229,9 +231,9 @@ pub fn install_hooks() {
     // SAFETY: `_PG_init` runs once per process before any query; the previous hooks are kept
     // and called, so other extensions' hooks keep working.
     unsafe {
-        PREVIOUS_NEEDS_FMGR_HOOK = pg_sys::needs_fmgr_hook;
+        PREVIOUS_NEEDS_FMGR_HOOK.get_or_init(|| pg_sys::needs_fmgr_hook);
         pg_sys::needs_fmgr_hook = Some(needs_fmgr_hook);
-        PREVIOUS_FMGR_HOOK = pg_sys::fmgr_hook;
+        PREVIOUS_FMGR_HOOK.get_or_init(|| pg_sys::fmgr_hook);
         pg_sys::fmgr_hook = Some(fmgr_hook);
     }
 }
@@ -268,8 +270,11 @@ fn is_node_activator(function: pg_sys::Oid) -> bool {
 #[pg_guard]
 unsafe extern "C-unwind" fn needs_fmgr_hook(function: pg_sys::Oid) -> bool {
     // SAFETY: the previous hook was installed by another library for this same call.
-    let previous =
-        unsafe { PREVIOUS_NEEDS_FMGR_HOOK }.is_some_and(|previous| unsafe { previous(function) });
+    let previous = PREVIOUS_NEEDS_FMGR_HOOK
+        .get()
+        .copied()
+        .flatten()
+        .is_some_and(|previous| unsafe { previous(function) });
     previous || is_node_activator(function)
 }
 
@@ -280,7 +285,7 @@ unsafe extern "C-unwind" fn fmgr_hook(
     private: *mut pg_sys::Datum,
 ) {
     // SAFETY: passes PostgreSQL's own arguments on to the previous hook.
-    if let Some(previous) = unsafe { PREVIOUS_FMGR_HOOK } {
+    if let Some(previous) = PREVIOUS_FMGR_HOOK.get().copied().flatten() {
         unsafe { previous(event, flinfo, private) };
     }
     // SAFETY: PostgreSQL passes the FmgrInfo of the function being called.

@@ -2,25 +2,29 @@
 //!
 //! This crate is the PostgreSQL glue only (docs/design.md §7); everything that decides an ID's
 //! value is in the pure core crate `snowflake_id_core` (crates/snowflake_id_core).
-//! Glue files, named by what they face: `gucs`, `shared_memory`, `wal`, `reservation_worker`,
-//! `catalog`, `sequence_cache`, `database_floor`, `backend`, `citus`, `sql_api`, `timestamps`,
-//! `errors`.
+//! Glue files, named by what they face: `gucs`, `shared_memory`, `system_clock`, `cluster_time`,
+//! `reservation`, `reservation_worker`, `catalog`, `sequence_cache`, `database_floor`,
+//! `backend`, `citus`, `sql_api`, `timestamps`, `errors`.
 
 use pgrx::prelude::*;
 
 mod backend;
 mod catalog;
 mod citus;
+mod cluster_time;
 mod database_floor;
 mod errors;
 mod gucs;
+mod reservation;
 mod reservation_worker;
 mod sequence_cache;
 mod shared_memory;
 mod sql_api;
+mod system_clock;
 mod timestamps;
-mod wal;
 
+#[cfg(any(test, feature = "pg_test"))]
+mod convert_column_tests;
 #[cfg(any(test, feature = "pg_test"))]
 mod sql_tests;
 
@@ -94,8 +98,8 @@ pub extern "C-unwind" fn _PG_init() {
         return;
     }
     gucs::register();
-    wal::register();
-    shared_memory::install_hooks();
+    reservation::register_wal_resource_manager();
+    shared_memory::install_hooks(reservation::write_floor_at_shutdown);
     citus::install_hooks();
     reservation_worker::register();
 }

@@ -363,7 +363,7 @@ fn snowflake_stats() -> TableIterator<
     let count = |counter: &std::sync::atomic::AtomicU64| {
         i64::try_from(counter.load(Ordering::Relaxed)).unwrap_or(i64::MAX)
     };
-    let reserved = shared.reservation.until_unix_us.load(Ordering::Relaxed);
+    let reserved = shared.reserved_until();
     let row = (
         count(&counters.backward_steps),
         counters.largest_backward_step_us.load(Ordering::Relaxed) as f64 / 1_000.0,
@@ -379,7 +379,7 @@ fn snowflake_stats() -> TableIterator<
         gucs::MAX_WORKERS.get(),
         count(&counters.forward_jumps_followed),
         count(&counters.forward_jumps_ignored),
-        timestamps::timestamptz(shared.reservation.floor_unix_us.load(Ordering::Relaxed)),
+        timestamps::timestamptz(shared.durable_floor()),
         worker_ids::sharing_sessions(shared.worker_ids()) as i32,
         count(&counters.tick_conflicts),
     );

@@ -1,41 +1,49 @@
-//! `#[pg_test]`s of the SQL surface, run in a server that preloads the extension.
+//! `#[pg_test]`s of the SQL surface, run in a server that preloads the extension, and the
+//! helpers they share with the other `#[pg_test]` files (`convert_column_tests.rs`).
 
 use pgrx::prelude::*;
 
+/// The one value `sql` returns (not NULL).
+pub(crate) fn one<T: FromDatum + IntoDatum>(sql: &str) -> T {
+    Spi::get_one::<T>(sql)
+        .expect(sql)
+        .expect("query returned NULL")
+}
+
+/// Runs `sql` in a subtransaction and returns "SQLSTATE: message | hint" of the error it raises.
+pub(crate) fn error_of(sql: &str) -> String {
+    // Created once per session, so it still works after SET ROLE.
+    Spi::run(
+        "DO $do$ BEGIN
+         IF to_regprocedure('pg_temp.error_of(text)') IS NULL THEN
+             CREATE FUNCTION pg_temp.error_of(statement text) RETURNS text
+             LANGUAGE plpgsql AS $fn$
+             DECLARE hint text;
+             BEGIN
+                 EXECUTE statement;
+                 RETURN 'no error';
+             EXCEPTION WHEN OTHERS THEN
+                 GET STACKED DIAGNOSTICS hint = PG_EXCEPTION_HINT;
+                 RETURN SQLSTATE || ': ' || SQLERRM || ' | ' || hint;
+             END $fn$;
+         END IF;
+         END $do$",
+    )
+    .expect("create error_of");
+    Spi::get_one_with_args::<String>("SELECT pg_temp.error_of($1)", &[sql.into()])
+        .expect("error_of")
+        .expect("error_of returned NULL")
+}
+
+/// `snowflake_create_sequence(<sql_args>)`.
+pub(crate) fn create(sql_args: &str) {
+    Spi::run(&format!("SELECT snowflake_create_sequence({sql_args})")).unwrap();
+}
+
 #[pg_schema]
 mod tests {
+    use super::{create, error_of, one};
     use pgrx::prelude::*;
-
-    fn one<T: FromDatum + IntoDatum>(sql: &str) -> T {
-        Spi::get_one::<T>(sql)
-            .expect(sql)
-            .expect("query returned NULL")
-    }
-
-    /// Runs `sql` in a subtransaction and returns "SQLSTATE: message | hint" of the error it raises.
-    fn error_of(sql: &str) -> String {
-        // Created once per session, so it still works after SET ROLE.
-        Spi::run(
-            "DO $do$ BEGIN
-             IF to_regprocedure('pg_temp.error_of(text)') IS NULL THEN
-                 CREATE FUNCTION pg_temp.error_of(statement text) RETURNS text
-                 LANGUAGE plpgsql AS $fn$
-                 DECLARE hint text;
-                 BEGIN
-                     EXECUTE statement;
-                     RETURN 'no error';
-                 EXCEPTION WHEN OTHERS THEN
-                     GET STACKED DIAGNOSTICS hint = PG_EXCEPTION_HINT;
-                     RETURN SQLSTATE || ': ' || SQLERRM || ' | ' || hint;
-                 END $fn$;
-             END IF;
-             END $do$",
-        )
-        .expect("create error_of");
-        Spi::get_one_with_args::<String>("SELECT pg_temp.error_of($1)", &[sql.into()])
-            .expect("error_of")
-            .expect("error_of returned NULL")
-    }
 
     #[pg_test]
     fn nextval_is_positive_and_increasing() {
@@ -243,10 +251,6 @@ mod tests {
         assert!(error.starts_with("42501: permission denied"), "{error}");
         assert!(one::<i64>("SELECT snowflake_nextval()") > 0);
         Spi::run("RESET ROLE").unwrap();
-    }
-
-    fn create(sql_args: &str) {
-        Spi::run(&format!("SELECT snowflake_create_sequence({sql_args})")).unwrap();
     }
 
     #[pg_test]
@@ -503,188 +507,6 @@ mod tests {
         create("'t_app'");
         assert!(one::<i64>("SELECT snowflake_nextval('t_app')") > 0);
         Spi::run("RESET ROLE").unwrap();
-    }
-
-    fn column_state(table: &str, column: &str) -> String {
-        one(&format!(
-            "SELECT format('%s %s %s', a.atttypid::regtype, coalesce(pg_get_expr(d.adbin, d.adrelid), 'no default'),
-                           CASE a.attidentity WHEN '' THEN 'no identity' ELSE 'identity' END)
-             FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-             WHERE a.attrelid = '{table}'::regclass AND a.attname = '{column}'"
-        ))
-    }
-
-    #[pg_test]
-    fn convert_serial_with_multi_level_foreign_keys() {
-        Spi::run(
-            "CREATE TABLE c_customers (id serial PRIMARY KEY, name text);
-             CREATE TABLE c_orders (id serial PRIMARY KEY, customer_id int REFERENCES c_customers);
-             CREATE TABLE c_lines (order_id int REFERENCES c_orders, line int, PRIMARY KEY (order_id, line));
-             CREATE TABLE c_shipments (id bigserial PRIMARY KEY, order_id int, line int,
-                                       FOREIGN KEY (order_id, line) REFERENCES c_lines);
-             INSERT INTO c_customers(name) VALUES ('ann');
-             INSERT INTO c_orders(customer_id) SELECT 1 FROM generate_series(1, 3);
-             INSERT INTO c_lines SELECT id, 1 FROM c_orders;
-             INSERT INTO c_shipments(order_id, line) SELECT order_id, line FROM c_lines;",
-        )
-        .unwrap();
-        let report: String = one("SELECT snowflake_convert_column('c_orders', 'id')");
-        assert_eq!(
-            report,
-            "public.c_orders.id: sequence public.c_orders_id_seq dropped; public.c_orders.id widened to bigint; \
-             public.c_lines.order_id widened to bigint; public.c_shipments.order_id widened to bigint; \
-             default public.snowflake_nextval('default')"
-        );
-        assert_eq!(
-            column_state("c_orders", "id"),
-            "bigint snowflake_nextval('default'::text) no identity"
-        );
-        assert_eq!(
-            column_state("c_lines", "order_id"),
-            "bigint no default no identity"
-        );
-        assert_eq!(
-            column_state("c_shipments", "order_id"),
-            "bigint no default no identity"
-        );
-        assert_eq!(
-            column_state("c_customers", "id"),
-            "integer nextval('c_customers_id_seq'::regclass) no identity"
-        );
-        assert!(one::<bool>("SELECT to_regclass('c_orders_id_seq') IS NULL"));
-        Spi::run(
-            "INSERT INTO c_orders(customer_id) VALUES (1);
-             INSERT INTO c_lines SELECT max(id), 1 FROM c_orders;
-             INSERT INTO c_shipments(order_id, line) SELECT max(id), 1 FROM c_orders;",
-        )
-        .unwrap();
-        let new_id_is_snowflake: bool = one(
-            "SELECT max(id) > 1 << 50 AND (snowflake_decode(max(id))).ts > now() - interval '1 hour' FROM c_orders",
-        );
-        assert!(new_id_is_snowflake);
-        let error = error_of("INSERT INTO c_lines VALUES (424242, 1)");
-        assert!(
-            error.starts_with("23503"),
-            "foreign keys still hold: {error}"
-        );
-    }
-
-    #[pg_test]
-    fn convert_bigserial_identity_and_composite_keys() {
-        Spi::run(
-            "CREATE TABLE c_big (id bigserial PRIMARY KEY);
-             CREATE TABLE c_always (id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v text);
-             CREATE TABLE c_by_default (id bigint GENERATED BY DEFAULT AS IDENTITY UNIQUE);
-             CREATE TABLE c_tenant (tenant int, id serial, PRIMARY KEY (tenant, id));
-             INSERT INTO c_always(v) VALUES ('x');
-             INSERT INTO c_tenant(tenant) VALUES (1), (2);",
-        )
-        .unwrap();
-        let big: String = one("SELECT snowflake_convert_column('c_big', 'id')");
-        assert_eq!(big, "public.c_big.id: sequence public.c_big_id_seq dropped; default public.snowflake_nextval('default')");
-        let always: String = one("SELECT snowflake_convert_column('c_always', 'id')");
-        assert_eq!(
-            always,
-            "public.c_always.id: identity dropped; public.c_always.id widened to bigint; default public.snowflake_nextval('default')"
-        );
-        assert_eq!(
-            column_state("c_always", "id"),
-            "bigint snowflake_nextval('default'::text) no identity"
-        );
-        let by_default: String = one("SELECT snowflake_convert_column('c_by_default', 'id')");
-        assert!(
-            by_default.starts_with("public.c_by_default.id: identity dropped; default"),
-            "{by_default}"
-        );
-        create("'c_tenant_ids', preset => 'js53'");
-        let tenant: String =
-            one("SELECT snowflake_convert_column('c_tenant', 'id', 'c_tenant_ids')");
-        assert!(
-            tenant.ends_with("default public.snowflake_nextval('c_tenant_ids')"),
-            "{tenant}"
-        );
-        Spi::run(
-            "INSERT INTO c_big DEFAULT VALUES; INSERT INTO c_always(v) VALUES ('y');
-             INSERT INTO c_by_default DEFAULT VALUES; INSERT INTO c_tenant(tenant) VALUES (3);",
-        )
-        .unwrap();
-        let tenant_id: i64 = one("SELECT id FROM c_tenant WHERE tenant = 3");
-        assert!(tenant_id > 1000 && tenant_id < 1 << 53, "{tenant_id}");
-    }
-
-    #[pg_test]
-    fn convert_refuses_with_clear_errors_and_changes_nothing() {
-        Spi::run(
-            "CREATE TABLE c_plain (id serial PRIMARY KEY, code text UNIQUE, n int);
-             CREATE VIEW c_plain_view AS SELECT id FROM c_plain;
-             CREATE TABLE c_huge (id bigint PRIMARY KEY);
-             INSERT INTO c_huge VALUES (9000000000000000000);
-             CREATE ROLE c_stranger;",
-        )
-        .unwrap();
-        for (call, expected) in [
-            ("'c_plain', 'code'", "42804: column \"code\" of table \"public.c_plain\" is of type text, not an integer type"),
-            ("'c_plain', 'n'", "55000: column \"n\" of table \"public.c_plain\" is not unique | Add a primary key"),
-            ("'c_plain', 'nope'", "42703: column \"nope\" of table \"public.c_plain\" does not exist"),
-            ("'c_plain_view', 'id'", "42809: \"public.c_plain_view\" is not a table"),
-            ("'c_plain', 'id'", "0A000: cannot change the column type to bigint: views or rules use it: public.c_plain_view (using public.c_plain.id)"),
-            ("'c_plain', 'id', 'missing'", "42704: snowflake sequence \"missing\" does not exist"),
-            ("'c_huge', 'id'", "22003: column \"id\" of table \"public.c_huge\" holds values up to 9000000000000000000"),
-        ] {
-            let error = error_of(&format!("SELECT snowflake_convert_column({call})"));
-            assert!(error.starts_with(expected), "{call}: {error}");
-        }
-        Spi::run("SET ROLE c_stranger").unwrap();
-        let error = error_of("SELECT snowflake_convert_column('c_huge', 'id')");
-        Spi::run("RESET ROLE").unwrap();
-        assert!(error.starts_with("42501: "), "{error}");
-        // Nothing changed by any of the refused calls.
-        assert_eq!(
-            column_state("c_plain", "id"),
-            "integer nextval('c_plain_id_seq'::regclass) no identity"
-        );
-        assert!(one::<bool>(
-            "SELECT to_regclass('c_plain_id_seq') IS NOT NULL"
-        ));
-    }
-
-    #[pg_test]
-    fn convert_with_a_null_argument_changes_nothing() {
-        Spi::run("CREATE TABLE c_null (id serial PRIMARY KEY)").unwrap();
-        for call in ["NULL, 'id'", "'c_null', NULL", "'c_null', 'id', NULL"] {
-            let result =
-                Spi::get_one::<String>(&format!("SELECT snowflake_convert_column({call})"));
-            assert_eq!(result, Ok(None), "{call}");
-        }
-        assert_eq!(
-            column_state("c_null", "id"),
-            "integer nextval('c_null_id_seq'::regclass) no identity"
-        );
-    }
-
-    #[pg_test]
-    fn convert_refuses_a_check_constraint_that_rejects_the_ids() {
-        Spi::run(
-            "CREATE TABLE c_checked (id serial PRIMARY KEY CHECK (id < 1000000), note text,
-                                     CHECK (id > 0 OR note IS NOT NULL));
-             CREATE TABLE c_positive (id serial PRIMARY KEY CHECK (id > 0));",
-        )
-        .unwrap();
-        let error = error_of("SELECT snowflake_convert_column('c_checked', 'id')");
-        assert!(
-            error.starts_with(
-                "23514: check constraint \"c_checked_id_check\" of table \"public.c_checked\" rejects ID "
-            ),
-            "{error}"
-        );
-        assert!(error.contains("drop or change the constraint"), "{error}");
-        assert_eq!(
-            column_state("c_checked", "id"),
-            "integer nextval('c_checked_id_seq'::regclass) no identity"
-        );
-        // A constraint every snowflake ID satisfies does not stand in the way.
-        Spi::run("SELECT snowflake_convert_column('c_positive', 'id')").unwrap();
-        assert!(one::<i64>("INSERT INTO c_positive DEFAULT VALUES RETURNING id") > 1_000_000);
     }
 
     #[pg_test]

@@ -10,6 +10,7 @@
 //! - [`tick_claims`]: the ticks a session owns on its worker id, which keep the sessions of one
 //!   id apart (§2.3, §4).
 //! - [`reservation`]: the durable high-water mark's file format and atomic write (§5).
+//! - [`renewal`]: when the reservation is renewed, by whom and to where (§5.1, §5.2).
 //! - [`base32`]: the compact text form of an ID and its parser (§6).
 //!
 //! The functions on the ID hot path are `#[inline]`: the extension calls them across the crate
@@ -20,6 +21,7 @@ pub mod base32;
 pub mod cluster_clock;
 pub mod generator;
 pub mod layout;
+pub mod renewal;
 pub mod reservation;
 pub mod sequence_options;
 pub mod tick_claims;

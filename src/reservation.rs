@@ -1,0 +1,416 @@
+//! The durable reservation (docs/design.md §5): a time no issued ID's tick ends after, renewed
+//! ahead of the IDs and kept in the WAL and in a file of the data directory, and the durable
+//! floor, what this server learned of IDs issued elsewhere. Here are the renewal (its policy is
+//! the core's `renewal`), the floor, the lock that serialises both, the shutdown write, and the
+//! custom WAL resource manager whose one record says "no ID's tick ends after this time":
+//! replaying it (on a standby, in crash recovery, in point-in-time recovery) raises that
+//! server's durable floor, so the floor travels with the data to every server that has the rows.
+//! The state itself is part of the segment (`shared_memory.rs`).
+
+use std::ffi::CStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+use pgrx::prelude::*;
+
+use snowflake_id_core::renewal::{RenewalPolicy, SessionRenewal};
+use snowflake_id_core::reservation as reservation_file;
+use snowflake_id_core::worker_ids::WorkerId;
+
+use crate::errors;
+use crate::gucs;
+use crate::shared_memory::{self, SharedState};
+use crate::system_clock;
+
+impl SharedState {
+    /// Makes sure the reservation covers `end_unix_us` (the end of a tick about to be used) with
+    /// room to spare, renewing it (WAL record, flush, file) ahead of need. Raises when the file
+    /// cannot be written or was found broken at startup.
+    pub fn ensure_reserved(&self, end_unix_us: i64) {
+        let reservation = &self.reservation;
+        let policy = renewal_policy();
+        let until = reservation.until_unix_us.load(Ordering::Acquire);
+        let renewal = policy.for_session(until, end_unix_us);
+        if renewal == SessionRenewal::Covered {
+            return;
+        }
+        if reservation.broken.load(Ordering::Relaxed) {
+            reservation_broken();
+        }
+        let renew = |enough| self.renew(end_unix_us, enough, self.read_clock().now_unix_us);
+        let result = match renewal {
+            SessionRenewal::Covered => None,
+            SessionRenewal::TryRenew { enough } => self.try_with_reservation_lock(|| renew(enough)),
+            SessionRenewal::WaitAndRenew { enough } => {
+                Some(self.with_reservation_lock(|| renew(enough)))
+            }
+        };
+        if let Some(Err(error)) = result {
+            errors::reservation_not_written(&in_data_dir(&error.path), &error.error).raise();
+        }
+    }
+
+    /// The reservation worker's turn (`reservation_worker.rs`): renews the reservation when the
+    /// policy says so, so sessions find it renewed and none pays for the WAL flush and fsyncs
+    /// itself, and a standby's last reservation is never older than a quarter window (design
+    /// §5.2). An idle server without standbys writes nothing.
+    pub fn renew_for_sessions(&self, standby_streaming: impl FnOnce() -> bool) {
+        let policy = renewal_policy();
+        // The cluster clock through the monotonic clock only: the worker neither starts the
+        // clock nor reads the wall clock, whose steps the sessions observe and count.
+        let Some(now) = self.clock.read_monotonic(system_clock::monotonic_us()) else {
+            return;
+        };
+        if self.reservation.broken.load(Ordering::Relaxed) {
+            return;
+        }
+        let until = self.reservation.until_unix_us.load(Ordering::Acquire);
+        let Some(horizon) =
+            policy.for_worker(until, self.owned_high_water(), now, standby_streaming)
+        else {
+            return;
+        };
+        let written =
+            self.try_with_reservation_lock(|| self.renew(horizon, policy.worker_mark(), now));
+        if let Some(Err(error)) = written {
+            pgrx::warning!(
+                "snowflake_id: could not renew the reservation in \"{}\": {error}",
+                in_data_dir(&error.path)
+            );
+        }
+    }
+
+    /// Under the reservation lock: renews the reservation beyond `end_unix_us` (and the cluster
+    /// clock's `now_unix_us`) unless it already reaches `enough` past it (another process
+    /// renewed it meanwhile).
+    fn renew(
+        &self,
+        end_unix_us: i64,
+        enough: i64,
+        now_unix_us: i64,
+    ) -> Result<(), reservation_file::WriteError> {
+        let reservation = &self.reservation;
+        let policy = renewal_policy();
+        let until = reservation.until_unix_us.load(Ordering::Acquire);
+        if !policy.needs_renewal(until, end_unix_us, enough) {
+            return Ok(());
+        }
+        let until = policy.renewed_until(
+            end_unix_us,
+            now_unix_us,
+            reservation.floor_unix_us.load(Ordering::Acquire),
+        );
+        // The WAL first: a standby, a crash recovery and a restored backup learn the
+        // reservation from it; the file carries it past the next checkpoint.
+        log_reservation(until);
+        reservation_file::write(Path::new("."), until).map(|()| {
+            reservation.until_unix_us.store(until, Ordering::Release);
+            self.counters
+                .reservation_writes
+                .fetch_add(1, Ordering::Relaxed);
+        })
+    }
+
+    /// The published reservation (i64::MIN before the first): no ID's tick ends after it.
+    pub fn reserved_until(&self) -> i64 {
+        self.reservation.until_unix_us.load(Ordering::Acquire)
+    }
+
+    /// Whether the server started without a reservation file (design §5.3).
+    pub fn started_without_reservation(&self) -> bool {
+        self.reservation
+            .started_without_file
+            .load(Ordering::Relaxed)
+    }
+
+    /// The durable floor: no ID issued before (here, or where the WAL or the database came
+    /// from) has a tick ending after it.
+    pub fn durable_floor(&self) -> i64 {
+        self.reservation.floor_unix_us.load(Ordering::Acquire)
+    }
+
+    /// `snowflake_raise_floor`: logs `floor_unix_us` as a reservation (flushed), so standbys and
+    /// restored backups learn it, then raises the durable floor to it.
+    pub fn log_and_raise_durable_floor(&self, floor_unix_us: i64) {
+        log_reservation(floor_unix_us);
+        self.raise_durable_floor(floor_unix_us);
+    }
+
+    /// Raises the durable floor to `floor_unix_us` (a replayed WAL record, a database's floor
+    /// relation, `snowflake_raise_floor`): the cluster clock moves up to it, and the file keeps
+    /// it past the next checkpoint. Called in the startup process during replay, and in backends.
+    pub fn raise_durable_floor(&self, floor_unix_us: i64) {
+        if !self.raise_floor_and_clock(floor_unix_us) {
+            return;
+        }
+        // The published reservation is already in the file (it is published only once written):
+        // a floor at or below it is durable as it is. A database's floor relation holds what
+        // this server reserved, so a session's first ID writes nothing. A file found unusable
+        // at startup is left as it was (no ID is issued until the operator repairs it).
+        if floor_unix_us <= self.reservation.until_unix_us.load(Ordering::Acquire)
+            || self.reservation.broken.load(Ordering::Relaxed)
+        {
+            return;
+        }
+        // Under the lock, so it cannot race a reservation being written.
+        let written = self.with_reservation_lock(|| raise_file(floor_unix_us));
+        if let Err(error) = written {
+            // Replay must go on; the WAL still holds the record until the next checkpoint.
+            pgrx::warning!(
+                "snowflake_id: could not write the raised floor to \"{}\": {error}",
+                in_data_dir(&error.path)
+            );
+        }
+    }
+
+    /// Raises the durable floor, and the cluster clock with it, to `floor_unix_us` in shared
+    /// memory; whether the floor rose.
+    fn raise_floor_and_clock(&self, floor_unix_us: i64) -> bool {
+        let previous = self
+            .reservation
+            .floor_unix_us
+            .fetch_max(floor_unix_us, Ordering::AcqRel);
+        if floor_unix_us <= previous {
+            return false;
+        }
+        self.clock
+            .raise_to(floor_unix_us, system_clock::monotonic_us());
+        true
+    }
+
+    /// Before the first ID after standby mode or archive recovery (a promotion, a point-in-time
+    /// restore): moves the durable floor and the clock the failover margin above the last
+    /// reservation replayed, so that the IDs the old primary issued under reservations this
+    /// server never received are below it, for a lag up to `snowflake.failover_lag` (design
+    /// §5.2). Once per server start; sessions that come while it is applied wait for it.
+    pub fn cover_failover_lag(&self) {
+        let pending = &self.reservation.promotion_pending;
+        if !pending.load(Ordering::Acquire) {
+            return;
+        }
+        let written = self.with_reservation_lock(|| {
+            if !pending.load(Ordering::Acquire) {
+                return Ok(());
+            }
+            let replayed = self.reservation.floor_unix_us.load(Ordering::Acquire);
+            let mut written = Ok(());
+            if replayed != i64::MIN {
+                let floor = replayed.saturating_add(failover_margin_us());
+                self.raise_floor_and_clock(floor);
+                written = raise_file(floor);
+            }
+            pending.store(false, Ordering::Release);
+            written
+        });
+        if let Err(error) = written {
+            errors::reservation_not_written(&in_data_dir(&error.path), &error.error).raise();
+        }
+    }
+
+    /// Runs `f` holding the LWLock that serialises writing the reservation (WAL and file).
+    fn with_reservation_lock<T>(&self, f: impl FnOnce() -> T) -> T {
+        let lock = self.reservation.lock.load(Ordering::Relaxed);
+        // SAFETY: `lock` is our tranche's LWLock in shared memory, set at startup. If `f` raises
+        // an ERROR (a WAL insert can), PostgreSQL's error recovery releases every LWLock held.
+        unsafe { pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) };
+        let result = f();
+        // SAFETY: we acquired this lock above.
+        unsafe { pg_sys::LWLockRelease(lock) };
+        result
+    }
+
+    /// [`Self::with_reservation_lock`] without waiting: `None` when another backend holds it.
+    fn try_with_reservation_lock<T>(&self, f: impl FnOnce() -> T) -> Option<T> {
+        let lock = self.reservation.lock.load(Ordering::Relaxed);
+        // SAFETY: as in with_reservation_lock; a conditional acquire never sleeps.
+        let acquired =
+            unsafe { pg_sys::LWLockConditionalAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) };
+        if !acquired {
+            return None;
+        }
+        let result = f();
+        // SAFETY: we acquired this lock above.
+        unsafe { pg_sys::LWLockRelease(lock) };
+        Some(result)
+    }
+
+    /// The end of the latest tick any session owns on any worker id (0 if none).
+    fn owned_high_water(&self) -> i64 {
+        self.worker_ids()
+            .iter()
+            .map(WorkerId::highest_floor)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// At a clean shutdown of the postmaster (every backend has exited; `shared_memory.rs` calls it
+/// then only): replaces the reservation in the file with the end of the latest tick actually
+/// used (the worker ids' floors and the durable floor), so a restart continues from there
+/// instead of a whole `snowflake.reserve_ahead` ahead (docs/design.md §5.1). After a crash the
+/// reservation stays, as the worker ids' floors may not be trustworthy.
+pub fn write_floor_at_shutdown(shared: &SharedState) {
+    if shared.reservation.broken.load(Ordering::Relaxed) {
+        return;
+    }
+    let high_water = shared.owned_high_water().max(shared.durable_floor());
+    if high_water > 0 {
+        if let Err(error) = reservation_file::write(Path::new("."), high_water) {
+            pgrx::warning!(
+                "snowflake_id: could not write the floor at shutdown to \"{}\": {error}",
+                in_data_dir(&error.path)
+            );
+        }
+    }
+}
+
+/// The renewal marks of `snowflake.reserve_ahead` as it is set now.
+fn renewal_policy() -> RenewalPolicy {
+    RenewalPolicy::new(i64::from(gucs::RESERVE_AHEAD_MS.get()) * 1_000)
+}
+
+/// Under the reservation lock: the file rises to `floor_unix_us` (it never goes down).
+fn raise_file(floor_unix_us: i64) -> Result<(), reservation_file::WriteError> {
+    match reservation_file::read(Path::new(".")) {
+        Ok(Some(file)) if file >= floor_unix_us => Ok(()),
+        _ => reservation_file::write(Path::new("."), floor_unix_us),
+    }
+}
+
+/// The coarsest time unit a sequence can have: the end of a tick issued at time t is at most
+/// this (plus the lead) beyond t.
+const COARSEST_TICK_US: i64 = 1_000_000;
+
+/// How far above the last replayed reservation a promoted standby starts (design §5.2): the
+/// last record it has was written at most `failover_lag` + half a window (the waiting mark)
+/// before the failure,
+/// and reserved a whole window beyond the clock then; the IDs issued until the failure end at
+/// most `max_lead` and a tick beyond the clock.
+fn failover_margin_us() -> i64 {
+    let ms = |setting: &pgrx::GucSetting<i32>| i64::from(setting.get()) * 1_000;
+    (ms(&gucs::FAILOVER_LAG_MS) + ms(&gucs::MAX_LEAD_MS) + COARSEST_TICK_US
+        - renewal_policy().wait_mark())
+    .max(0)
+}
+
+/// The full path of `relative`, a path relative to the data directory (the working directory).
+pub fn in_data_dir(relative: &Path) -> String {
+    // SAFETY: DataDir is set before shared memory exists and never changes afterwards.
+    let data_dir = unsafe { CStr::from_ptr(pg_sys::DataDir) };
+    let data_dir = Path::new(std::ffi::OsStr::from_bytes(data_dir.to_bytes()));
+    match relative.strip_prefix(".") {
+        Ok(inside) if inside.as_os_str().is_empty() => data_dir.display().to_string(),
+        Ok(inside) => data_dir.join(inside).display().to_string(),
+        Err(_) => data_dir.join(relative).display().to_string(),
+    }
+}
+
+fn reservation_broken() -> ! {
+    let path = in_data_dir(Path::new(reservation_file::FILE_NAME));
+    match reservation_file::read(Path::new(".")) {
+        Err(why) => errors::reservation_unusable(&path, &why).raise(),
+        Ok(_) => errors::reservation_was_unusable(&path).raise(),
+    }
+}
+
+// The reservation in the WAL (design §5.2). Every extension of the reservation is logged and
+// flushed before an ID under it leaves.
+
+const RMGR_NAME: &CStr = c"snowflake_id";
+/// The record's info bits (the high four bits of xl_info are the resource manager's).
+const XLOG_SNOWFLAKE_RESERVE: u8 = 0x10;
+
+/// The resource manager id the server runs with (`snowflake.wal_rmgr_id`, fixed at start).
+fn rmgr_id() -> u8 {
+    gucs::WAL_RMGR_ID.get().clamp(
+        pg_sys::RM_MIN_CUSTOM_ID as i32,
+        pg_sys::RM_MAX_CUSTOM_ID as i32,
+    ) as u8
+}
+
+/// Registers the WAL resource manager; called from `_PG_init` while shared_preload_libraries is
+/// processed (the only time PostgreSQL allows it). A clash with another extension's id stops the
+/// server with PostgreSQL's own message naming both; `snowflake.wal_rmgr_id` moves ours.
+pub fn register_wal_resource_manager() {
+    let mut rmgr = pg_sys::RmgrData {
+        rm_name: RMGR_NAME.as_ptr(),
+        rm_redo: Some(redo),
+        rm_desc: Some(describe),
+        rm_identify: Some(identify),
+        ..Default::default()
+    };
+    // SAFETY: called in the postmaster during shared_preload_libraries; PostgreSQL copies the
+    // struct into its table, and the name it points to is a static string. (A raw pointer:
+    // PostgreSQL 16 on takes `const RmgrData *`, earlier majors `RmgrData *`.)
+    unsafe { pg_sys::RegisterCustomRmgr(rmgr_id(), &raw mut rmgr) };
+}
+
+/// Logs a reservation up to `until_unix_us` and waits until the record is flushed, so no ID
+/// under it can leave before the WAL holds it.
+fn log_reservation(until_unix_us: i64) {
+    let mut payload = until_unix_us.to_le_bytes();
+
+    // SAFETY: a record with 8 bytes of main data that live until XLogInsert returns (it copies
+    // them); called in a normal backend outside recovery (attachment_for refuses during recovery),
+    // where inserting WAL is allowed. An ERROR inside unwinds through pgrx's guard.
+    unsafe {
+        pg_sys::XLogBeginInsert();
+        // `as _`: the length is `int` up to PostgreSQL 15 and `uint32` from 16 on; 8 fits both.
+        pg_sys::XLogRegisterData(payload.as_mut_ptr().cast(), payload.len() as _);
+        let lsn = pg_sys::XLogInsert(rmgr_id(), XLOG_SNOWFLAKE_RESERVE);
+        pg_sys::XLogFlush(lsn);
+    }
+}
+
+/// The reserved time a record carries, if it is ours and well-formed.
+///
+/// SAFETY: `record` is the record being replayed or described, as PostgreSQL passes it.
+unsafe fn record_reserved_until(record: *mut pg_sys::XLogReaderState) -> Option<i64> {
+    // SAFETY: PostgreSQL hands a decoded record whose main data pointer and length agree.
+    let decoded = unsafe { (*record).record.as_ref()? };
+    if decoded.header.xl_info & !(pg_sys::XLR_INFO_MASK as u8) != XLOG_SNOWFLAKE_RESERVE
+        || decoded.main_data_len as usize != std::mem::size_of::<i64>()
+    {
+        return None;
+    }
+    // SAFETY: main_data holds main_data_len (= 8) readable bytes, maybe unaligned.
+    let bytes = unsafe { std::ptr::read_unaligned(decoded.main_data.cast::<[u8; 8]>()) };
+    Some(i64::from_le_bytes(bytes))
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
+    // SAFETY: PostgreSQL calls redo with the record being replayed.
+    match unsafe { record_reserved_until(record) } {
+        Some(until) => shared_memory::state().raise_durable_floor(until),
+        None => errors::internal(format!(
+            "snowflake_id: unknown WAL record in resource manager {}",
+            rmgr_id()
+        ))
+        .raise(),
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn describe(
+    buf: pg_sys::StringInfo,
+    record: *mut pg_sys::XLogReaderState,
+) {
+    // SAFETY: PostgreSQL calls rm_desc with a valid buffer and record.
+    if let Some(until) = unsafe { record_reserved_until(record) } {
+        let text = std::ffi::CString::new(format!("reserved until {until} µs since 1970"))
+            .unwrap_or_default();
+        // SAFETY: appends a NUL-terminated string to PostgreSQL's buffer.
+        unsafe { pg_sys::appendStringInfoString(buf, text.as_ptr()) };
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn identify(info: u8) -> *const std::ffi::c_char {
+    if info & !(pg_sys::XLR_INFO_MASK as u8) == XLOG_SNOWFLAKE_RESERVE {
+        c"RESERVE".as_ptr()
+    } else {
+        std::ptr::null()
+    }
+}
