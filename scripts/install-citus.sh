@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Citus, the distributed engine the Citus tests run (pgrx-tests/tests/citus.rs), built from
+# Citus, the distributed engine the Citus tests run (pgrx-tests/tests/citus/), built from
 # source into one PostgreSQL installation. Sourced by test.sh (after install-deps.sh); also runs
 # on its own for users:
 #   bash scripts/install-citus.sh [MAJOR]     (default 18; 15 is Debian's, 17 and 18 the ones

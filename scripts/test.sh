@@ -86,7 +86,7 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
         run_step "PostgreSQL $major: whole-cluster tests (pgrx-tests/)" \
         "$LOGS/pg$major-cluster-test.log" cargo test -p snowflake_id_cluster_tests --no-fail-fast
     PG_CONFIG=$(pg_config_of "$major") \
-        run_step "PostgreSQL $major: Citus $(citus_version_of "$major") cluster tests (pgrx-tests/tests/citus.rs)" \
+        run_step "PostgreSQL $major: Citus $(citus_version_of "$major") cluster tests (pgrx-tests/tests/citus/)" \
         "$LOGS/pg$major-citus-test.log" \
         cargo test -p snowflake_id_cluster_tests --features citus --test citus -- --nocapture
 done

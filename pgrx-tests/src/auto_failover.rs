@@ -21,11 +21,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use crate::{
-    chown_to_server_user, describe, faketime_environment, free_port, is_root, kill,
-    new_cluster_dir, pg_config_dir, postgres_bin_dir, wait_until, write_fake_time, Client, NoTls,
-    PgError, Server, SERVER_USER,
+use crate::faults::{faketime_environment, kill, write_fake_time};
+use crate::host::{
+    chown_to_server_user, describe, free_port, is_root, new_cluster_dir, SERVER_USER,
 };
+use crate::installation::pg_config_dir;
+use crate::{postgres_bin_dir, wait_until, Client, NoTls, PgError, Server};
 
 const SIGTERM: i32 = 15;
 const SIGKILL: i32 = 9;

@@ -6,10 +6,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::{
-    chown_to_server_user, free_port, is_root, new_cluster_dir, wait_until, Client, Cluster, NoTls,
-    PgError, SERVER_USER,
-};
+use crate::host::{chown_to_server_user, free_port, is_root, new_cluster_dir, SERVER_USER};
+use crate::{wait_until, Client, Cluster, NoTls, PgError};
 
 /// Where Debian's package puts the program.
 const PGBOUNCER: &str = "/usr/sbin/pgbouncer";

@@ -1,8 +1,9 @@
 //! docs/design.md §7 stays true to the tree: every source file of the glue (`src/`) and of the
 //! pure core (`crates/snowflake_id_core/src/`) is named in the code-layout section, and every
-//! file that section lists exists. No server is started.
+//! file that section lists exists; and no two files of `src/` use each other, directly or
+//! through others (§7: each glue file builds on the ones below it). No server is started.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// The file names (`*.rs`) in `dir`, relative to the repository.
@@ -81,4 +82,103 @@ fn the_layout_check_catches_a_missing_and_a_stale_file() {
     let (missing, stale) = drift(section, &glue, &core);
     assert_eq!(missing, ["generator"]);
     assert_eq!(stale, ["gone.rs"]);
+}
+
+/// The modules of `src/` each module names (`crate::<module>`), from the files' text.
+fn glue_uses() -> BTreeMap<String, BTreeSet<String>> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../src");
+    rust_files("src")
+        .into_iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(root.join(&file)).unwrap();
+            let module = file.trim_end_matches(".rs").to_owned();
+            (module, used_modules(&text))
+        })
+        .collect()
+}
+
+/// The `crate::<module>` names in `text`, outside comments.
+fn used_modules(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .map(|line| line.split("//").next().unwrap_or(""))
+        .flat_map(|code| {
+            code.match_indices("crate::")
+                .map(move |(at, _)| &code[at + 7..])
+        })
+        .map(|rest| {
+            rest.chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect::<String>()
+        })
+        .filter(|name| !name.is_empty())
+        .collect()
+}
+
+/// A cycle among `uses` (module → the modules it uses), as the path around it, if any.
+fn find_cycle(uses: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        module: &str,
+        uses: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|on_path| on_path == module) {
+            let mut cycle = path[at..].to_vec();
+            cycle.push(module.to_owned());
+            return Some(cycle);
+        }
+        if done.contains(module) {
+            return None;
+        }
+        path.push(module.to_owned());
+        for used in uses.get(module).into_iter().flatten() {
+            if used != module {
+                if let Some(cycle) = visit(used, uses, path, done) {
+                    return Some(cycle);
+                }
+            }
+        }
+        path.pop();
+        done.insert(module.to_owned());
+        None
+    }
+    let mut done = BTreeSet::new();
+    uses.keys()
+        .find_map(|module| visit(module, uses, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn no_glue_file_uses_another_that_uses_it_back() {
+    let uses = glue_uses();
+    assert!(
+        uses.get("backend")
+            .is_some_and(|used| used.contains("shared_memory")),
+        "the scan finds `use crate::…` lines: {uses:?}"
+    );
+    assert_eq!(find_cycle(&uses), None, "a cycle among src/ files");
+}
+
+#[test]
+fn the_cycle_check_catches_a_cycle() {
+    let uses = |edges: &[(&str, &str)]| {
+        let mut map = BTreeMap::<String, BTreeSet<String>>::new();
+        for (from, to) in edges {
+            map.entry(from.to_string())
+                .or_default()
+                .insert(to.to_string());
+        }
+        map
+    };
+    assert_eq!(
+        used_modules("use crate::errors;\n// crate::gone\nlet x = crate::gucs::X.get();"),
+        BTreeSet::from(["errors".to_owned(), "gucs".to_owned()])
+    );
+    assert_eq!(
+        find_cycle(&uses(&[("a", "b"), ("b", "c"), ("a", "c")])),
+        None
+    );
+    assert_eq!(
+        find_cycle(&uses(&[("a", "b"), ("b", "c"), ("c", "a")])),
+        Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
+    );
 }

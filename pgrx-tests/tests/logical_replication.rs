@@ -8,8 +8,10 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use snowflake_id_cluster_tests::fixtures::{count, fingerprint, start_clusters, text};
-use snowflake_id_cluster_tests::{wait_until, Client, Cluster};
+use snowflake_id_cluster_tests::fixtures::{
+    count, fingerprint, start_nodes_with_events_table, text,
+};
+use snowflake_id_cluster_tests::{wait_until, Client};
 
 const REPLICA_NODES: [i32; 2] = [1, 2];
 const ROWS_BEFORE_SUBSCRIBING: i64 = 500;
@@ -31,29 +33,15 @@ fn table_state(client: &mut Client) -> (i64, String) {
 
 #[test]
 fn two_nodes_replicate_both_ways_without_loops_or_conflicts() {
-    let nodes = start_clusters(
-        &REPLICA_NODES.map(Some),
+    let (nodes, mut admins) = start_nodes_with_events_table(
+        &REPLICA_NODES,
         &[
             "wal_level = logical",
             "max_replication_slots = 10",
             "max_wal_senders = 10",
         ],
+        "origin int NOT NULL, n int NOT NULL, note text NOT NULL",
     );
-    let mut admins: Vec<Client> = nodes.iter().map(Cluster::connect).collect();
-    for admin in &mut admins {
-        admin
-            .batch_execute(
-                "CREATE EXTENSION snowflake_id;
-                 SELECT snowflake_create_sequence('events', preset => 'sharded');
-                 CREATE TABLE events (
-                     id     bigint PRIMARY KEY DEFAULT snowflake_nextval('events'),
-                     origin int NOT NULL,
-                     n      int NOT NULL,
-                     note   text NOT NULL
-                 );",
-            )
-            .unwrap();
-    }
     assert_eq!(
         fingerprint(&mut admins[0], "events"),
         fingerprint(&mut admins[1], "events")

@@ -11,7 +11,9 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use snowflake_id_cluster_tests::fixtures::{capacity, fingerprint, rate, start_clusters};
+use snowflake_id_cluster_tests::fixtures::{
+    capacity, fingerprint, rate, start_clusters, start_nodes_with_events_table,
+};
 use snowflake_id_cluster_tests::{error_parts, postgres_bin_dir, Client, Cluster, PgError};
 
 /// Copies rows with `COPY ... TO STDOUT` on one connection and `COPY ... FROM STDIN` on another;
@@ -59,21 +61,8 @@ const ROWS_PER_SESSION: i64 = 20_000;
 
 #[test]
 fn three_nodes_merge_into_one_primary_key_without_conflicts() {
-    let nodes = start_clusters(&MERGE_NODES.map(Some), &[]);
-    let mut admins: Vec<Client> = nodes.iter().map(Cluster::connect).collect();
-    for admin in &mut admins {
-        admin
-            .batch_execute(
-                "CREATE EXTENSION snowflake_id;
-                 SELECT snowflake_create_sequence('events', preset => 'sharded');
-                 CREATE TABLE events (
-                     id      bigint PRIMARY KEY DEFAULT snowflake_nextval('events'),
-                     session int NOT NULL,
-                     n       int NOT NULL
-                 );",
-            )
-            .unwrap();
-    }
+    let (nodes, mut admins) =
+        start_nodes_with_events_table(&MERGE_NODES, &[], "session int NOT NULL, n int NOT NULL");
 
     // The same layout on every node: equal fingerprints.
     let fingerprints: Vec<String> = admins

@@ -1,0 +1,239 @@
+//! A running throwaway cluster ([`Cluster`]): where it lives, sessions on it, starting and
+//! stopping it, its log, dump and restore of a database, and its removal when dropped. How a
+//! cluster is made is in `builder`; faults and replication add to it in `faults` and
+//! `replication`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::host::{describe, is_root, SERVER_USER};
+use crate::{Client, NoTls, PgError};
+
+/// A running throwaway cluster.
+pub struct Cluster {
+    pub(crate) dir: PathBuf,
+    pub(crate) data: PathBuf,
+    pub(crate) bin: PathBuf,
+    pub(crate) port: u16,
+    pub(crate) environment: Vec<(String, String)>,
+    pub(crate) running: bool,
+    /// libfaketime's timestamp file when started with
+    /// [`ClusterBuilder::faketime`](crate::ClusterBuilder::faketime).
+    pub(crate) faketime_file: Option<PathBuf>,
+}
+
+impl Cluster {
+    pub fn data_dir(&self) -> &Path {
+        &self.data
+    }
+
+    /// Directory of the server's Unix socket (its `host` for libpq).
+    pub fn socket_dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// A libpq connection string for `database`, e.g. for postgres_fdw or a subscription.
+    pub fn conninfo(&self, database: &str) -> String {
+        format!(
+            "host={} port={} user=postgres dbname={database}",
+            self.dir.display(),
+            self.port
+        )
+    }
+
+    /// Connects to database `postgres` as superuser `postgres`.
+    pub fn connect(&self) -> Client {
+        self.connect_to("postgres")
+    }
+
+    pub fn connect_to(&self, database: &str) -> Client {
+        self.try_connect_to(database)
+            .unwrap_or_else(|error| panic!("connect to {database}: {error}\n{}", self.log_tail()))
+    }
+
+    pub fn try_connect_to(&self, database: &str) -> Result<Client, PgError> {
+        postgres::Config::new()
+            .host_path(&self.dir)
+            .port(self.port)
+            .user("postgres")
+            .dbname(database)
+            .connect(NoTls)
+    }
+
+    /// Polls until a connection succeeds (e.g. after crash recovery), up to `timeout`.
+    pub fn wait_for_connection(&self, timeout: Duration) -> Client {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.try_connect_to("postgres") {
+                Ok(client) => return client,
+                Err(error) if Instant::now() >= deadline => panic!(
+                    "no connection within {timeout:?}: {error}\n{}",
+                    self.log_tail()
+                ),
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+
+    /// Dumps database `source` with pg_dump (custom format) and restores it into the existing,
+    /// empty database `target` with pg_restore, stopping at the first error.
+    pub fn dump_and_restore(&self, source: &str, target: &str) {
+        self.dump_and_restore_into(source, self, target);
+    }
+
+    /// [`Cluster::dump_and_restore`] into database `target` of another cluster `into`.
+    pub fn dump_and_restore_into(&self, source: &str, into: &Cluster, target: &str) {
+        let dump = self.dir.join(format!("{source}.dump"));
+        let connection = |cluster: &Cluster| {
+            let (host, port) = (cluster.dir.display().to_string(), cluster.port.to_string());
+            ["--host".to_owned(), host, "--port".to_owned(), port]
+                .into_iter()
+                .chain(["--username".to_owned(), "postgres".to_owned()])
+        };
+        let dumped = Command::new(self.bin.join("pg_dump"))
+            .args(connection(self))
+            .args(["--format=custom", "--file"])
+            .arg(&dump)
+            .arg(source)
+            .output()
+            .expect("run pg_dump");
+        assert!(dumped.status.success(), "pg_dump: {}", describe(&dumped));
+        let restored = Command::new(into.bin.join("pg_restore"))
+            .args(connection(into))
+            .args(["--exit-on-error", "--dbname", target])
+            .arg(&dump)
+            .output()
+            .expect("run pg_restore");
+        assert!(
+            restored.status.success(),
+            "pg_restore: {}",
+            describe(&restored)
+        );
+    }
+
+    /// Appends lines to postgresql.conf (they take effect at the next start or reload).
+    pub fn append_config(&self, lines: &str) {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.data.join("postgresql.conf"))
+            .expect("open postgresql.conf");
+        writeln!(file, "\n{lines}").expect("write postgresql.conf");
+    }
+
+    pub fn start(&mut self) {
+        let log = self.dir.join("server.log");
+        self.server_command("pg_ctl", |command| {
+            command
+                .arg("--pgdata")
+                .arg(&self.data)
+                .arg("--log")
+                .arg(&log);
+            command.args(["--wait", "--timeout=60", "start"]);
+        });
+        self.running = true;
+    }
+
+    /// Stops the server with `mode` (`fast`, `smart` or `immediate`).
+    pub fn stop(&mut self, mode: &str) {
+        self.server_command("pg_ctl", |command| {
+            command.arg("--pgdata").arg(&self.data).args([
+                "--wait",
+                "--timeout=60",
+                "--mode",
+                mode,
+                "stop",
+            ]);
+        });
+        self.running = false;
+    }
+
+    /// The last lines of the server log, for failure messages.
+    pub fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        let start = lines.len().saturating_sub(40);
+        format!("--- server log (tail) ---\n{}", lines[start..].join("\n"))
+    }
+
+    /// The whole server log.
+    pub fn server_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+
+    /// Runs a server binary (as the server user) with this cluster's environment.
+    pub(crate) fn server_command(&self, program: &str, configure: impl FnOnce(&mut Command)) {
+        let mut command = if is_root() {
+            let mut command = Command::new("runuser");
+            command.args(["-u", SERVER_USER, "--", "env"]);
+            for (name, value) in &self.environment {
+                command.arg(format!("{name}={value}"));
+            }
+            command.arg(self.bin.join(program));
+            command
+        } else {
+            let mut command = Command::new(self.bin.join(program));
+            command.envs(self.environment.iter().map(|(n, v)| (n, v)));
+            command
+        };
+        configure(&mut command);
+        let output = command
+            .output()
+            .unwrap_or_else(|error| panic!("run {program}: {error}"));
+        if !output.status.success() {
+            panic!(
+                "{program} failed: {}\n{}",
+                describe(&output),
+                self.log_tail()
+            );
+        }
+    }
+}
+
+/// A server tests open sessions on: a [`Cluster`], or a node of a
+/// [`auto_failover::Formation`](crate::auto_failover::Formation).
+pub trait Server: Sync {
+    /// A new session in database `postgres` as superuser `postgres`; panics on failure.
+    fn session(&self) -> Client;
+}
+
+impl Server for Cluster {
+    fn session(&self) -> Client {
+        self.connect()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if self.running {
+            let _ = Command::new(if is_root() { "runuser" } else { "sh" })
+                .args(stop_args(&self.bin, &self.data))
+                .output();
+        }
+        if std::env::var_os("SNOWFLAKE_KEEP_CLUSTERS").is_none() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// The `runuser` (as root) or `sh` arguments that stop the server immediately, for `drop`.
+fn stop_args(bin: &Path, data: &Path) -> Vec<String> {
+    let pg_ctl = bin.join("pg_ctl").display().to_string();
+    let data = data.display().to_string();
+    let stop = ["--pgdata", &data, "--mode", "immediate", "--wait", "stop"];
+    if is_root() {
+        ["-u", SERVER_USER, "--", &pg_ctl]
+            .iter()
+            .chain(stop.iter())
+            .map(|s| s.to_string())
+            .collect()
+    } else {
+        let quoted: Vec<String> = stop.iter().map(|s| format!("'{s}'")).collect();
+        vec!["-c".into(), format!("'{pg_ctl}' {}", quoted.join(" "))]
+    }
+}
