@@ -21,6 +21,10 @@ cd "$(dirname "$0")/.."
 source scripts/install-deps.sh
 source scripts/throwaway-cluster.sh
 source scripts/safe-install.sh
+require_root
+install_base_packages
+install_postgres_major "$PG_MAJOR"
+install_cargo_pgrx
 
 OLD_REV=${1:?usage: bash bench/compare_builds.sh OLD_REV [NEW_REV]}
 NEW_REV=${2:-}

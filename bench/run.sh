@@ -31,6 +31,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/install-deps.sh
+install_everything
 
 BENCH_DIR=/var/tmp/snowflake-bench
 VENV=/var/tmp/snowflake-bench-venv

@@ -17,9 +17,12 @@ if [ -n "${1:-}" ]; then
     export SNOWFLAKE_PG_MAJOR=$1
 fi
 source scripts/install-deps.sh
+require_root
+install_base_packages
+install_postgres_major "$PG_MAJOR"
+install_cargo_pgrx
 
-# The version of the [package] section of Cargo.toml (the extension's default_version too).
-VERSION=$(awk -F'"' '/^\[/ { section = $0 } section == "[package]" && /^version *=/ { print $2; exit }' Cargo.toml)
+VERSION=$(cargo_package_version)
 ARCH=$(dpkg --print-architecture)
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
 PGRX_OUT=$TARGET_DIR/release/snowflake_id-pg$PG_MAJOR

@@ -1,21 +1,30 @@
 #!/usr/bin/env bash
-# Command 1 of the README: install everything, build and install snowflake_id, start a
+# Command 1 of the README: install what the demo needs, build and install snowflake_id, start a
 # throwaway cluster that preloads it, run a short demo, and leave the cluster running. The demo
-# runs on PostgreSQL 15 (Debian's); SNOWFLAKE_PG_MAJOR=17 or 18 runs it on a source-built major.
+# runs on PostgreSQL 15 (Debian's); SNOWFLAKE_PG_MAJOR=17 or 18 runs it on a source-built major
+# (built first if it is not there yet). It installs only that major, and no cargo-pgrx: a plain
+# release build of the library, and the committed install script sql/snowflake_id--<version>.sql
+# (test.sh checks that it is what `cargo pgrx package` generates).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/install-deps.sh
-
+source scripts/safe-install.sh
 source scripts/throwaway-cluster.sh
+require_root
+require_cargo
+install_base_packages
+install_postgres_major "$PG_MAJOR"
 
 DEMO_DIR=/var/tmp/snowflake-demo
 PORT=54329
 BIN=$("$PG_CONFIG" --bindir)
 
-# (cargo pgrx install replaces the library by unlinking it first: running servers keep theirs.)
-step "cargo pgrx install --release (PostgreSQL $PG_MAJOR)"
-cargo pgrx install --release --pg-config "$PG_CONFIG" --no-default-features --features "pg$PG_MAJOR" \
-    >/dev/null
+# PGRX_PG_CONFIG_PATH: pgrx's way to name the PostgreSQL to build against without cargo-pgrx.
+step "cargo build --release --lib (PostgreSQL $PG_MAJOR)"
+PGRX_PG_CONFIG_PATH=$PG_CONFIG cargo build --release --lib --quiet \
+    --no-default-features --features "pg$PG_MAJOR"
+step "install into $("$PG_CONFIG" --pkglibdir) and $("$PG_CONFIG" --sharedir)/extension"
+install_extension_files "$PG_CONFIG" "${CARGO_TARGET_DIR:-target}/release/libsnowflake_id.so"
 
 step "throwaway cluster in $DEMO_DIR"
 start_throwaway_cluster "$DEMO_DIR" "$PORT"

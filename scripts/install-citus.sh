@@ -85,5 +85,8 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     cd "$(dirname "$0")/.."
     source scripts/install-deps.sh
     source scripts/safe-install.sh
+    require_root
+    install_base_packages
+    install_postgres_major "${1:-18}"
     install_citus "${1:-18}"
 fi

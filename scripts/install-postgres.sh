@@ -3,7 +3,8 @@
 #   15  Debian 12's own binary packages (postgresql-15, postgresql-server-dev-15);
 #   17  built here from Debian's source package postgresql-17 (suite trixie);
 #   18  built here from Debian's source package postgresql-18 (suite sid).
-# Sourced by install-deps.sh. The source packages are fetched through a private apt
+# Sourced by common.sh: it only defines (install-deps.sh's steps call the installing functions,
+# which use common.sh's step and apt_install_missing). The source packages are fetched through a private apt
 # configuration (its own sources file, lists and cache under $SOURCE_APT_DIR), so the machine's
 # own apt sources stay as they are. Each source-built major is installed into a prefix this
 # project owns, $SOURCE_PG_ROOT/<major>, and is skipped when that prefix already holds it.

@@ -4,8 +4,8 @@
 # the bytes under them; they crash with SIGILL/SIGSEGV/SIGBUS. Every install in this project
 # therefore puts a new file in place instead: written beside the target and renamed over it
 # (these functions), unpacked with `tar --unlink-first`, or by dpkg (which renames).
-# Sourced by scripts/test.sh, scripts/install-citus.sh, scripts/pgrx-sudo/sudo and
-# bench/compare_builds.sh.
+# Sourced by scripts/test.sh, scripts/demo.sh, scripts/install-citus.sh, scripts/pgrx-sudo/sudo
+# and bench/compare_builds.sh.
 
 # install_file_by_rename SOURCE TARGET: TARGET gets SOURCE's bytes and mode as a new file.
 install_file_by_rename() {
@@ -32,4 +32,25 @@ install_package() {
         *.tar.gz) tar --extract --unlink-first --gzip --no-same-owner --file "$1" --directory / ;;
         *) echo "not a package of build-package.sh: $1" >&2; return 1 ;;
     esac
+}
+
+# install_extension_files PG_CONFIG LIBRARY: installs a release build of snowflake_id the way
+# `cargo pgrx install` lays it out, each file by rename: LIBRARY as snowflake_id.so, the control
+# file with its version filled in, the committed install script sql/snowflake_id--<version>.sql
+# and the update scripts. (The demo's install; it needs no cargo-pgrx. Needs common.sh.)
+install_extension_files() {
+    local pg_config=$1 library=$2 version extension_dir library_dir control script
+    version=$(cargo_package_version)
+    extension_dir="$("$pg_config" --sharedir)/extension"
+    library_dir=$("$pg_config" --pkglibdir)
+    mkdir -p "$extension_dir" "$library_dir"
+    install_file_by_rename "$library" "$library_dir/snowflake_id.so"
+    control=$(mktemp)
+    sed "s/@CARGO_VERSION@/$version/" snowflake_id.control > "$control"
+    chmod 0644 "$control"
+    install_file_by_rename "$control" "$extension_dir/snowflake_id.control"
+    rm -f "$control"
+    for script in "sql/snowflake_id--$version.sql" sql/snowflake_id--*--*.sql; do
+        install_file_by_rename "$script" "$extension_dir/$(basename "$script")"
+    done
 }

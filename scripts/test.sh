@@ -8,6 +8,9 @@ source scripts/install-deps.sh
 source scripts/install-client-deps.sh
 source scripts/safe-install.sh
 source scripts/install-citus.sh
+install_everything
+install_client_deps
+VERSION=$(cargo_package_version)
 LOGS=/tmp/snowflake-test-logs
 rm -rf "$LOGS"
 mkdir -p "$LOGS"
@@ -21,6 +24,20 @@ run_step() {
     step "$name"
     if ! "$@" 2>&1 | tee "$log"; then
         failed_steps+=("$name (log: $log)")
+    fi
+}
+
+# same_install_script COMMITTED GENERATED: whether the committed install script is the one
+# cargo-pgrx generated, leaving out the comments that give the Rust source line of each item
+# (they move with every edit and change nothing). Prints "… are identical" or the difference
+# and how to regenerate.
+same_install_script() {
+    local source_lines='^-- [A-Za-z0-9_./-]+\.rs:[0-9]+$'
+    if diff --unified <(grep -Ev "$source_lines" "$1") <(grep -Ev "$source_lines" "$2"); then
+        echo "$1 and $2 are identical"
+    else
+        echo "regenerate it: cp $2 $1"
+        return 1
     fi
 }
 
@@ -77,6 +94,11 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
     if [ ! -f "$package" ]; then
         continue
     fi
+    # The demo installs the committed install script instead of generating it (no cargo-pgrx):
+    # it must be the one cargo-pgrx generates for this major.
+    run_step "PostgreSQL $major: sql/snowflake_id--$VERSION.sql is the generated install script" \
+        "$LOGS/pg$major-install-script.log" same_install_script "sql/snowflake_id--$VERSION.sql" \
+        "target/release/snowflake_id-pg$major$("$(pg_config_of "$major")" --sharedir)/extension/snowflake_id--$VERSION.sql"
     run_step "PostgreSQL $major: install $package" "$LOGS/pg$major-install.log" \
         install_package "$package"
     PG_CONFIG=$(pg_config_of "$major") SNOWFLAKE_ID_PACKAGE=$PWD/$package \
@@ -122,6 +144,11 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
     report "PostgreSQL $major cluster tests" "$passed" "$failed"
     read -r passed failed < <(count_cargo "$LOGS/pg$major-citus-test.log")
     report "PostgreSQL $major Citus tests" "$passed" "$failed"
+    if grep -qs ' are identical$' "$LOGS/pg$major-install-script.log"; then
+        report "PostgreSQL $major install script" 1 0
+    else
+        report "PostgreSQL $major install script" 0 1
+    fi
     echo "PostgreSQL $major package:       $(tail -n 1 "$LOGS/pg$major-package.log")"
 done
 # A step that failed before reporting any failed test (a build error, say) counts as one.

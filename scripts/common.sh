@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# What every script of this project shares; it installs nothing. Sourced by install-deps.sh
+# (and through it by demo.sh, test.sh, build-package.sh, bench/run.sh and
+# bench/compare_builds.sh), and by install-client-deps.sh.
+#   step MESSAGE…            a progress line
+#   require_root             stops unless run as root
+#   require_cargo            puts rustup's cargo on PATH, or stops when there is none
+#   apt_install_missing PKG… installs the Debian packages among PKG… not installed yet
+#   cargo_package_version    the extension's version (Cargo.toml's [package] version)
+#   PG_MAJOR, PG_CONFIG      the major the scripts' own clusters run on ($SNOWFLAKE_PG_MAJOR,
+#                            default 15) and its pg_config
+# and, from install-postgres.sh, the supported majors and where each comes from.
+set -euo pipefail
+
+PGRX_VERSION=0.18.1
+export DEBIAN_FRONTEND=noninteractive
+
+step() { printf '\n==> %s\n' "$*"; }
+
+require_root() {
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "run this as root (it installs packages and runs PostgreSQL as the postgres user)" >&2
+        exit 1
+    fi
+}
+
+require_cargo() {
+    if ! command -v cargo >/dev/null 2>&1; then
+        for dir in "$HOME/.cargo/bin" /usr/local/cargo/bin; do
+            [ -x "$dir/cargo" ] && export PATH="$dir:$PATH"
+        done
+    fi
+    if ! command -v cargo >/dev/null 2>&1; then
+        echo "cargo is missing: install the Rust toolchain (rustup) first" >&2
+        exit 1
+    fi
+}
+
+apt_install_missing() {
+    local package missing=()
+    for package in "$@"; do
+        dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
+            || missing+=("$package")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        step "apt-get install ${missing[*]}"
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+}
+
+# (Also the extension's default_version: cargo-pgrx and install_extension_files fill it in.)
+cargo_package_version() {
+    awk -F'"' '/^\[/ { section = $0 } section == "[package]" && /^version *=/ { print $2; exit }' \
+        "$(dirname "${BASH_SOURCE[0]}")/../Cargo.toml"
+}
+
+source "$(dirname "${BASH_SOURCE[0]}")/install-postgres.sh"
+# The major the scripts' own clusters (demo, benchmarks, packages) use unless told otherwise;
+# test.sh runs its tests on every supported major.
+PG_MAJOR=${SNOWFLAKE_PG_MAJOR:-15}
+export PG_CONFIG
+PG_CONFIG=$(pg_config_of "$PG_MAJOR")
