@@ -264,8 +264,8 @@ mod tests {
                 .map(|pid| {
                     let (space, clock) = (&space, &clock);
                     scope.spawn(move || {
-                        let a = attach(space, pid, 1, 0, alive);
-                        let id = &space[a.worker];
+                        let worker = attach(space, pid, 1, 0, alive);
+                        let id = &space[worker];
                         let mut owned = OwnedTicks::NONE;
                         let unit = layout.time_unit_index();
                         let mut generator = Generator::new(
@@ -287,13 +287,13 @@ mod tests {
                             ) {
                                 OwnedStep::Issue { tick, sequence, .. } => {
                                     published = published.max(Some(tick));
-                                    out.push((a.worker as u64, tick, sequence));
+                                    out.push((worker as u64, tick, sequence));
                                 }
                                 OwnedStep::WaitUntil { .. } => std::thread::yield_now(),
                                 OwnedStep::TimeExhausted => unreachable!(),
                             }
                         }
-                        assert!(detach(space, a.worker, pid));
+                        assert!(detach(space, worker, pid));
                         out
                     })
                 })
@@ -375,10 +375,9 @@ mod tests {
             let mut next_pid = 1;
             let new_session = |space: &[WorkerId], next_pid: &mut i32| {
                 *next_pid += 1;
-                let a = attach(space, *next_pid, 1, 0, alive);
                 Session {
                     pid: *next_pid,
-                    worker: a.worker,
+                    worker: attach(space, *next_pid, 1, 0, alive),
                     owned: [OwnedTicks::NONE; TIME_UNITS],
                     generators: vec![None; layouts.len()],
                 }

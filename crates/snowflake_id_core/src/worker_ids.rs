@@ -95,16 +95,6 @@ impl Spaces {
     }
 }
 
-/// A session's place on a worker id of one space.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Attached {
-    /// The worker id: the index in the space, and the worker field of the session's IDs.
-    pub worker: usize,
-    /// Other sessions were using the id already.
-    pub shared: bool,
-    pub reclaimed_from_pid: Option<i32>,
-}
-
 /// Takes a worker id in `space` for session `pid`: the lowest free one; else one whose sole
 /// holder no longer exists (`is_alive(pid)` false; compare-and-swap from that pid, so two
 /// claimers cannot both take it); else the one with the fewest sessions, shared. Free ids are
@@ -112,6 +102,7 @@ pub struct Attached {
 /// in a full space at most [`MAX_LIVENESS_PROBES`] sole holders are checked, from a place that
 /// depends on `pid`, so successive sessions check different ones.
 ///
+/// Returns the worker id taken: its index in the space, the worker field of the session's IDs.
 /// `space` must not be empty (no space of [`Spaces`] is).
 pub fn attach(
     space: &[WorkerId],
@@ -119,17 +110,13 @@ pub fn attach(
     database_oid: u32,
     now_unix_us: i64,
     is_alive: impl Fn(i32) -> bool,
-) -> Attached {
-    let exclusive = |worker: usize, reclaimed_from_pid| {
+) -> usize {
+    let exclusive = |worker: usize| {
         let id = &space[worker];
         id.database_oid.store(database_oid, Ordering::Relaxed);
         id.claimed_at_unix_us.store(now_unix_us, Ordering::Relaxed);
         id.ids_issued.store(0, Ordering::Relaxed);
-        Attached {
-            worker,
-            shared: false,
-            reclaimed_from_pid,
-        }
+        worker
     };
     for (worker, id) in space.iter().enumerate() {
         if id.sessions.load(Ordering::Relaxed) == 0
@@ -139,7 +126,7 @@ pub fn attach(
                 .is_ok()
         {
             id.holder_pid.store(pid, Ordering::Relaxed);
-            return exclusive(worker, None);
+            return exclusive(worker);
         }
     }
     let first = pid.unsigned_abs() as usize % space.len();
@@ -158,7 +145,7 @@ pub fn attach(
                 .compare_exchange(holder, pid, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
         {
-            return exclusive(worker, Some(holder));
+            return exclusive(worker);
         }
     }
     let (worker, id) = space
@@ -167,11 +154,7 @@ pub fn attach(
         .min_by_key(|(_, id)| id.sessions.load(Ordering::Relaxed))
         .expect("a space has at least one worker id");
     id.sessions.fetch_add(1, Ordering::AcqRel);
-    Attached {
-        worker,
-        shared: true,
-        reclaimed_from_pid: None,
-    }
+    worker
 }
 
 /// Session `pid` stops using worker id `worker` of `space` (at its exit). Returns whether it
@@ -322,11 +305,8 @@ pub(crate) mod tests {
     fn lowest_free_first_then_dead_holders_then_the_least_shared() {
         let s = table(3);
         for (pid, worker) in [(10, 0), (11, 1), (12, 2)] {
-            let a = attach(&s, pid, 5, 1_000, alive);
-            assert_eq!(
-                (a.worker, a.shared, a.reclaimed_from_pid),
-                (worker, false, None)
-            );
+            assert_eq!(attach(&s, pid, 5, 1_000, alive), worker);
+            assert_eq!((s[worker].holder(), s[worker].sessions()), (Some(pid), 1));
         }
         assert_eq!(
             (s[1].holder(), s[1].sessions(), s[1].database_oid()),
@@ -337,11 +317,7 @@ pub(crate) mod tests {
         let mut dead_holders = OwnedTicks::NONE;
         s[1].claim_tick(2, &mut dead_holders, 0, 5_000);
         s[1].count_issued(7);
-        let a = attach(&s, 13, 6, 2_000, |pid| pid != 11);
-        assert_eq!(
-            (a.worker, a.shared, a.reclaimed_from_pid),
-            (1, false, Some(11))
-        );
+        assert_eq!(attach(&s, 13, 6, 2_000, |pid| pid != 11), 1);
         assert_eq!(
             (s[1].holder(), s[1].sessions(), s[1].ids_issued()),
             (Some(13), 1, 0)
@@ -349,8 +325,7 @@ pub(crate) mod tests {
         assert_eq!(s[1].floor(2), 5_000);
         // Everyone alive: share the id with the fewest sessions, lowest first.
         for (pid, worker) in [(20, 0), (21, 1), (22, 2), (23, 0)] {
-            let a = attach(&s, pid, 5, 3_000, alive);
-            assert_eq!((a.worker, a.shared), (worker, true));
+            assert_eq!(attach(&s, pid, 5, 3_000, alive), worker);
         }
         assert_eq!(
             s.iter().map(WorkerId::sessions).collect::<Vec<_>>(),
@@ -367,8 +342,8 @@ pub(crate) mod tests {
         assert!(!detach(&s, 0, 23), "nobody is left to count");
         assert!(!detach(&s, 9, 23), "no such id");
         // A free id is preferred to sharing, even a higher one... and to a dead holder.
-        let a = attach(&s, 30, 5, 4_000, |_| false);
-        assert_eq!((a.worker, a.shared, a.reclaimed_from_pid), (0, false, None));
+        assert_eq!(attach(&s, 30, 5, 4_000, |_| false), 0);
+        assert_eq!((s[0].holder(), s[0].sessions()), (Some(30), 1));
         assert_eq!(sharing_sessions(&s), 4);
     }
 
@@ -384,9 +359,9 @@ pub(crate) mod tests {
             true
         });
         assert_eq!(probed.get(), MAX_LIVENESS_PROBES);
-        assert!(a.shared);
+        assert_eq!(s[a].sessions(), 2, "shared");
         // Where the probes start depends on the pid: pid 33 starts at id 13 (pid 14's).
-        let a = attach(&s, 33, 1, 0, |pid| pid != 14);
-        assert_eq!((a.worker, a.reclaimed_from_pid), (13, Some(14)));
+        assert_eq!(attach(&s, 33, 1, 0, |pid| pid != 14), 13);
+        assert_eq!((s[13].holder(), s[13].sessions()), (Some(33), 1));
     }
 }

@@ -47,18 +47,18 @@ fn a_holder_and_a_session_joining_its_worker_id_never_issue_the_same_id() {
     loom::model(|| {
         let space: Arc<Vec<WorkerId>> = Arc::new(vec![WorkerId::new()]);
         let holder = attach(&space, 1, 1, 0, |_| true);
-        assert!(!holder.shared);
+        assert_eq!(space[holder].sessions(), 1);
         let joiner = {
             let space = Arc::clone(&space);
             thread::spawn(move || {
-                let attached = attach(&space, 2, 1, 0, |_| true);
-                assert!(attached.shared);
-                let ids = issue(&space, attached.worker, 100, 3);
-                assert!(detach(&space, attached.worker, 2));
+                let worker = attach(&space, 2, 1, 0, |_| true);
+                assert_eq!(worker, holder, "the only id, shared");
+                let ids = issue(&space, worker, 100, 3);
+                assert!(detach(&space, worker, 2));
                 ids
             })
         };
-        let mine = issue(&space, holder.worker, 100, 3);
+        let mine = issue(&space, holder, 100, 3);
         let theirs = joiner.join().unwrap();
         for ids in [&mine, &theirs] {
             assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
@@ -69,7 +69,7 @@ fn a_holder_and_a_session_joining_its_worker_id_never_issue_the_same_id() {
                 "{id:?} issued by both: {mine:?} {theirs:?}"
             );
         }
-        assert!(detach(&space, holder.worker, 1));
+        assert!(detach(&space, holder, 1));
         assert_eq!(space[0].sessions(), 0);
     });
 }
