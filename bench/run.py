@@ -18,7 +18,8 @@ from pathlib import Path
 
 from snowflake_bench import ROOT, log
 from snowflake_bench.benchmarks import (bench_count, bench_insert, bench_last_hour,
-                                        bench_pgbench, bench_tail_latency, setup_database)
+                                        bench_pgbench, bench_sequences, bench_tail_latency,
+                                        setup_database)
 from snowflake_bench.chart import write_chart
 from snowflake_bench.cluster import Cluster, ensure_release_library, fdatasync_ms
 from snowflake_bench.evidence import (evidence_callgrind, evidence_perf, evidence_strace,
@@ -75,6 +76,9 @@ def measure(args, cluster, library, results_dir):
         log("concurrent sessions (pgbench)")
         results["pgbench"] = watch.measure("pgbench", lambda: bench_pgbench(
             cluster, 10_000, args.pgbench_seconds, args.pgbench_reps, [1, 2, 4], major))
+        log("ours and pgEdge's: every session on one sequence, or each on its own (pgbench)")
+        results["sequences"] = watch.measure("sequences", lambda: bench_sequences(
+            cluster, 10_000, args.pgbench_seconds, args.pgbench_reps))
         log(f"INSERT of {args.insert_rows:,} rows")
         results["insert"] = watch.measure(
             "INSERT", lambda: bench_insert(cluster, args.insert_rows, args.reps, major))

@@ -31,6 +31,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/install-deps.sh
+source scripts/safe-install.sh
+source scripts/install-pgedge-snowflake.sh
 install_everything
 
 BENCH_DIR=/var/tmp/snowflake-bench
@@ -59,6 +61,8 @@ step "pip install -r bench/requirements.txt"
 for major in $BENCH_MAJORS; do
     pg_config=$(pg_config_of "$major")
     BIN=$("$pg_config" --bindir)
+    # pgEdge's snowflake, the peer every benchmark compares with (vendor/pgedge-snowflake/).
+    install_pgedge_snowflake "$major"
     # (cargo pgrx install replaces the library by unlinking it first: running servers keep theirs.)
     step "PostgreSQL $major: cargo pgrx install --release"
     cargo pgrx install --release --pg-config "$pg_config" --no-default-features \

@@ -8,6 +8,7 @@ source scripts/install-deps.sh
 source scripts/install-client-deps.sh
 source scripts/safe-install.sh
 source scripts/install-citus.sh
+source scripts/install-pgedge-snowflake.sh
 install_everything
 install_client_deps
 VERSION=$(cargo_package_version)
@@ -56,6 +57,12 @@ apt_install_missing pgbouncer
 # their SHA-256).
 for major in "${SUPPORTED_PG_MAJORS[@]}"; do
     install_citus "$major"
+done
+
+# pgEdge's snowflake extension for the tests beside it (pgrx-tests/tests/beside_pgedge.rs), from
+# the tarball in vendor/pgedge-snowflake/ (checked against its SHA-256).
+for major in "${SUPPORTED_PG_MAJORS[@]}"; do
+    install_pgedge_snowflake "$major"
 done
 
 step "cargo fmt --check"

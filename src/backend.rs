@@ -4,7 +4,7 @@
 //! wall clock only once per tick), a few read-mostly shared atomics, and writes only the line of
 //! its worker id (IDs issued); it takes no lock, runs no SPI and allocates nothing. Once per tick
 //! it claims the tick on its worker id (one compare-and-swap), checks the reservation (and, about
-//! once per `snowflake.reserve_ahead`, extends it under a lock, logging it in the WAL) and that
+//! once per `snowflake_id.reserve_ahead`, extends it under a lock, logging it in the WAL) and that
 //! the database's floor relation covers it (`database_floor`). The first call of a sequence in a
 //! backend also looks up the catalog and reads that relation; the first of a worker width also
 //! takes a worker id in that width's space.
@@ -49,7 +49,7 @@ struct Issuer {
     /// The tick the clock was last in: the hot path finds the tick of a time in it without
     /// the 128-bit division of `Layout::tick_at`.
     window: TickWindow,
-    /// `snowflake.max_lead` as last read (ms) and that lead in ticks of this layout; None
+    /// `snowflake_id.max_lead` as last read (ms) and that lead in ticks of this layout; None
     /// before the first ID.
     lead: Option<(i32, u64)>,
 }

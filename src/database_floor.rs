@@ -228,7 +228,7 @@ fn flushable_insert_position() -> pg_sys::XLogRecPtr {
     }
 }
 
-/// Half of `snowflake.reserve_ahead`: how early the relation is renewed before a tick reaches
+/// Half of `snowflake_id.reserve_ahead`: how early the relation is renewed before a tick reaches
 /// it. Longer than a renewal period (a quarter window) plus a renewal, whose WAL flush makes the
 /// write durable before a tick needs it.
 fn half_window_us() -> i64 {

@@ -10,6 +10,7 @@ use snowflake_id_core::layout::{DecodeError, Field, Layout};
 use snowflake_id_core::reservation;
 use snowflake_id_core::sequence_options::OptionsError;
 
+use crate::gucs;
 use crate::timestamps::format_unix_us;
 
 /// An error about to be raised.
@@ -67,12 +68,19 @@ pub fn extension_not_installed() -> Error {
 pub fn node_id_unset(sequence: &str, layout: &Layout) -> Error {
     Error::new(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        format!("snowflake sequence \"{sequence}\" needs snowflake.node_id, which is not set"),
-        Some(format!(
-            "Set snowflake.node_id in postgresql.conf to this cluster's unique node number \
-             (0 to {}) and restart PostgreSQL.",
-            layout.max_value(Field::Node)
-        )),
+        format!("snowflake sequence \"{sequence}\" needs snowflake_id.node_id, which is not set"),
+        Some(match gucs::old_setting("node_id") {
+            Some(old) => format!(
+                "The configuration sets snowflake.node_id = {old}, the name up to 0.6.0, which is \
+                 no longer read: rename it to snowflake_id.node_id in postgresql.conf and restart \
+                 PostgreSQL."
+            ),
+            None => format!(
+                "Set snowflake_id.node_id in postgresql.conf to this cluster's unique node number \
+                 (0 to {}) and restart PostgreSQL.",
+                layout.max_value(Field::Node)
+            ),
+        }),
     )
 }
 
@@ -81,12 +89,12 @@ pub fn node_id_does_not_fit(sequence: &str, layout: &Layout, node_id: i32) -> Er
     Error::new(
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
         format!(
-            "snowflake.node_id = {node_id} does not fit the {bits} node bits of snowflake \
+            "snowflake_id.node_id = {node_id} does not fit the {bits} node bits of snowflake \
              sequence \"{sequence}\""
         ),
         Some(if bits == 0 {
             "This sequence has no node bits: use a sequence with node bits (preset \
-             'sharded') for multi-node setups, or unset snowflake.node_id."
+             'sharded') for multi-node setups, or unset snowflake_id.node_id."
                 .into()
         } else {
             format!(

@@ -1,10 +1,13 @@
-//! Configuration parameters (`snowflake.*`).
+//! Configuration parameters (`snowflake_id.*`: PostgreSQL's convention, the extension's name as
+//! the prefix). Up to 0.6.0 they were `snowflake.*`, a prefix pgEdge's `snowflake` extension
+//! uses too; a configuration that still names one of them gets a WARNING at start naming the
+//! new name, and the old setting has no effect (docs/design.md §6).
 
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
-/// `snowflake.node_id` when the operator has not set it.
+/// `snowflake_id.node_id` when the operator has not set it.
 pub const NODE_ID_UNSET: i32 = -1;
-/// Upper bound of `snowflake.max_workers`: more worker ids per space than sessions can use.
+/// Upper bound of `snowflake_id.max_workers`: more worker ids per space than sessions can use.
 pub const MAX_WORKERS_LIMIT: i32 = 65_536;
 
 pub static NODE_ID: GucSetting<i32> = GucSetting::<i32>::new(NODE_ID_UNSET);
@@ -23,7 +26,7 @@ pub static FAILOVER_LAG_MS: GucSetting<i32> = GucSetting::<i32>::new(500);
 /// because postmaster-level parameters cannot be defined later.
 pub fn register() {
     GucRegistry::define_int_guc(
-        c"snowflake.node_id",
+        c"snowflake_id.node_id",
         c"Node number of this PostgreSQL cluster in snowflake IDs (-1 = unset).",
         c"Must be unique among all clusters whose IDs meet. Only settable in postgresql.conf or on \
           the server command line, so no session can forge another node's IDs.",
@@ -34,7 +37,7 @@ pub fn register() {
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(
-        c"snowflake.max_workers",
+        c"snowflake_id.max_workers",
         c"Worker ids per worker space: sessions that generate IDs of one worker width without \
           sharing a worker id.",
         c"A session holds a worker id of a sequence's width from its first ID until it exits; \
@@ -46,7 +49,7 @@ pub fn register() {
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(
-        c"snowflake.max_lead",
+        c"snowflake_id.max_lead",
         c"How far IDs may run ahead of the clock when a backend exhausts a tick.",
         c"Past this lead a backend sleeps until the clock catches up.",
         &MAX_LEAD_MS,
@@ -56,7 +59,7 @@ pub fn register() {
         GucFlags::UNIT_MS,
     );
     GucRegistry::define_int_guc(
-        c"snowflake.reserve_ahead",
+        c"snowflake_id.reserve_ahead",
         c"How far ahead of the IDs issued the reservation file is written.",
         c"The reservation is fsynced about once per this window; after a restart or crash IDs \
           start after it, whatever the clock says.",
@@ -67,7 +70,7 @@ pub fn register() {
         GucFlags::UNIT_MS,
     );
     GucRegistry::define_int_guc(
-        c"snowflake.wal_rmgr_id",
+        c"snowflake_id.wal_rmgr_id",
         c"Id of snowflake_id's custom WAL resource manager (129 to 255).",
         c"Change it only if another extension uses the same id, on every server of a \
           replication group at once, after a clean shutdown: WAL written with the old id can no \
@@ -79,9 +82,9 @@ pub fn register() {
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(
-        c"snowflake.max_clock_jump",
+        c"snowflake_id.max_clock_jump",
         c"Largest forward jump of the wall clock that is followed at once.",
-        c"A larger jump is followed only after it has lasted snowflake.clock_jump_confirm; a \
+        c"A larger jump is followed only after it has lasted snowflake_id.clock_jump_confirm; a \
           glitch that goes away before then leaves no trace in the IDs.",
         &MAX_CLOCK_JUMP_MS,
         0,
@@ -90,8 +93,8 @@ pub fn register() {
         GucFlags::UNIT_MS,
     );
     GucRegistry::define_int_guc(
-        c"snowflake.clock_jump_confirm",
-        c"How long a forward jump larger than snowflake.max_clock_jump must last to be followed.",
+        c"snowflake_id.clock_jump_confirm",
+        c"How long a forward jump larger than snowflake_id.max_clock_jump must last to be followed.",
         c"Until then the cluster clock continues at real speed from its last trusted reading.",
         &CLOCK_JUMP_CONFIRM_MS,
         0,
@@ -100,11 +103,11 @@ pub fn register() {
         GucFlags::UNIT_MS,
     );
     GucRegistry::define_int_guc(
-        c"snowflake.failover_lag",
+        c"snowflake_id.failover_lag",
         c"Asynchronous replication lag a promoted standby covers, in the old primary's time.",
         c"At its first ID after leaving standby mode or archive recovery, a server moves its \
-          clock this much (plus snowflake.max_lead and the coarsest tick, less half of \
-          snowflake.reserve_ahead) above the last reservation it replayed.",
+          clock this much (plus snowflake_id.max_lead and the coarsest tick, less half of \
+          snowflake_id.reserve_ahead) above the last reservation it replayed.",
         &FAILOVER_LAG_MS,
         0,
         3_600_000,
@@ -112,5 +115,42 @@ pub fn register() {
         GucFlags::UNIT_MS,
     );
     // SAFETY: called from _PG_init in the postmaster; the prefix is a static C string.
-    unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"snowflake".as_ptr()) };
+    unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"snowflake_id".as_ptr()) };
+    for old in RENAMED {
+        if let Some(value) = old_setting(old) {
+            pgrx::warning!(
+                "snowflake_id: \"snowflake.{old} = {value}\" is no longer read: since 0.7.0 the \
+                 setting is \"snowflake_id.{old}\"; rename it in postgresql.conf"
+            );
+        }
+    }
+}
+
+/// The names (after the prefix) of the settings that were `snowflake.<name>` up to 0.6.0 and
+/// are `snowflake_id.<name>` now.
+const RENAMED: [&str; 8] = [
+    "node_id",
+    "max_workers",
+    "max_lead",
+    "reserve_ahead",
+    "wal_rmgr_id",
+    "max_clock_jump",
+    "clock_jump_confirm",
+    "failover_lag",
+];
+
+/// The value of the pre-0.7.0 setting `snowflake.<name>`, if the configuration still sets it
+/// (PostgreSQL keeps an unknown `prefix.name` as a placeholder, a string).
+pub fn old_setting(name: &str) -> Option<String> {
+    let full = std::ffi::CString::new(format!("snowflake.{name}")).ok()?;
+    // SAFETY: looks a setting up by a NUL-terminated name, missing_ok; the returned string (if
+    // any) is PostgreSQL's and is copied before anything else can change it.
+    unsafe {
+        let value = pgrx::pg_sys::GetConfigOption(full.as_ptr(), true, false);
+        (!value.is_null()).then(|| {
+            std::ffi::CStr::from_ptr(value)
+                .to_string_lossy()
+                .into_owned()
+        })
+    }
 }

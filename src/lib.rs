@@ -83,6 +83,14 @@ pgrx::extension_sql_file!(
     ]
 );
 
+// Version 0.7.0's changes (the snowflake_id.* settings, moving over from pgEdge's snowflake),
+// likewise part of a fresh install: snowflake_citus_node_ids() and snowflake_convert_column.
+pgrx::extension_sql_file!(
+    "../sql/snowflake_id--0.6.0--0.7.0.sql",
+    name = "pgedge_and_setting_names",
+    requires = ["worker_spaces"]
+);
+
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     // pgrx attaches a captured Rust backtrace to the DETAIL of errors that pass through Rust

@@ -182,7 +182,7 @@ impl SharedState {
     /// Before the first ID after standby mode or archive recovery (a promotion, a point-in-time
     /// restore): moves the durable floor and the clock the failover margin above the last
     /// reservation replayed, so that the IDs the old primary issued under reservations this
-    /// server never received are below it, for a lag up to `snowflake.failover_lag` (design
+    /// server never received are below it, for a lag up to `snowflake_id.failover_lag` (design
     /// §5.2). Once per server start; sessions that come while it is applied wait for it.
     pub fn cover_failover_lag(&self) {
         let pending = &self.reservation.promotion_pending;
@@ -248,7 +248,7 @@ impl SharedState {
 /// At a clean shutdown of the postmaster (every backend has exited; `shared_memory.rs` calls it
 /// then only): replaces the reservation in the file with the end of the latest tick actually
 /// used (the worker ids' floors and the durable floor), so a restart continues from there
-/// instead of a whole `snowflake.reserve_ahead` ahead (docs/design.md §5.1). After a crash the
+/// instead of a whole `snowflake_id.reserve_ahead` ahead (docs/design.md §5.1). After a crash the
 /// reservation stays, as the worker ids' floors may not be trustworthy.
 pub fn write_floor_at_shutdown(shared: &SharedState) {
     if shared.reservation.broken.load(Ordering::Relaxed) {
@@ -265,7 +265,7 @@ pub fn write_floor_at_shutdown(shared: &SharedState) {
     }
 }
 
-/// The renewal marks of `snowflake.reserve_ahead` as it is set now.
+/// The renewal marks of `snowflake_id.reserve_ahead` as it is set now.
 fn renewal_policy() -> RenewalPolicy {
     RenewalPolicy::new(i64::from(gucs::RESERVE_AHEAD_MS.get()) * 1_000)
 }
@@ -321,7 +321,7 @@ const RMGR_NAME: &CStr = c"snowflake_id";
 /// The record's info bits (the high four bits of xl_info are the resource manager's).
 const XLOG_SNOWFLAKE_RESERVE: u8 = 0x10;
 
-/// The resource manager id the server runs with (`snowflake.wal_rmgr_id`, fixed at start).
+/// The resource manager id the server runs with (`snowflake_id.wal_rmgr_id`, fixed at start).
 fn rmgr_id() -> u8 {
     gucs::WAL_RMGR_ID.get().clamp(
         pg_sys::RM_MIN_CUSTOM_ID as i32,
@@ -331,7 +331,7 @@ fn rmgr_id() -> u8 {
 
 /// Registers the WAL resource manager; called from `_PG_init` while shared_preload_libraries is
 /// processed (the only time PostgreSQL allows it). A clash with another extension's id stops the
-/// server with PostgreSQL's own message naming both; `snowflake.wal_rmgr_id` moves ours.
+/// server with PostgreSQL's own message naming both; `snowflake_id.wal_rmgr_id` moves ours.
 pub fn register_wal_resource_manager() {
     let mut rmgr = pg_sys::RmgrData {
         rm_name: RMGR_NAME.as_ptr(),

@@ -1,7 +1,7 @@
 //! The reservation worker: a background process that renews the durable reservation ahead of
 //! the IDs (docs/design.md §5.1, "Extending"), so that no session pays for the WAL flush and
 //! the fsyncs of a renewal in its own statement. It starts once the server accepts writes (not
-//! on a standby; after a promotion it starts), wakes every sixteenth of `snowflake.reserve_ahead`,
+//! on a standby; after a promotion it starts), wakes every sixteenth of `snowflake_id.reserve_ahead`,
 //! and writes only while IDs are being issued. Sessions keep their own renewal as the fallback.
 
 use std::time::Duration;
@@ -44,7 +44,7 @@ pub extern "C-unwind" fn snowflake_reservation_worker_main(_argument: pg_sys::Da
     }
 }
 
-/// A sixteenth of `snowflake.reserve_ahead` (at least 1 ms): a renewal starts within that of
+/// A sixteenth of `snowflake_id.reserve_ahead` (at least 1 ms): a renewal starts within that of
 /// the worker's mark, two periods before sessions would renew themselves.
 fn period() -> Duration {
     Duration::from_millis((gucs::RESERVE_AHEAD_MS.get() / 16).max(1) as u64)

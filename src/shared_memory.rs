@@ -37,7 +37,7 @@ pub struct Counters {
 }
 
 /// The durable high-water mark (docs/design.md §5), read on every new tick, written about once per
-/// `snowflake.reserve_ahead`.
+/// `snowflake_id.reserve_ahead`.
 #[repr(C, align(64))]
 pub struct Reservation {
     /// No ID's tick may end after this; i64::MIN forces every new tick to the slow path.
@@ -119,7 +119,7 @@ pub fn try_state() -> Option<&'static SharedState> {
     unsafe { pointer.as_ref() }
 }
 
-/// The worker spaces `snowflake.max_workers` gives.
+/// The worker spaces `snowflake_id.max_workers` gives.
 fn spaces() -> Spaces {
     Spaces::new(gucs::MAX_WORKERS.get().clamp(1, gucs::MAX_WORKERS_LIMIT) as usize)
 }

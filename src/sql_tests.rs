@@ -61,7 +61,7 @@ mod tests {
             "WITH ids AS (SELECT snowflake_nextval() AS id FROM generate_series(1, 1000))
              SELECT (SELECT reserved_until FROM snowflake_stats())
                     >= max(snowflake_timestamp(id)) + interval '1 ms'
-                       + current_setting('snowflake.reserve_ahead')::interval / 2
+                       + current_setting('snowflake_id.reserve_ahead')::interval / 2
              FROM ids",
         );
         assert!(covered);
@@ -258,6 +258,7 @@ mod tests {
         create("'t_classic'");
         create("'t_sharded', preset => 'sharded'");
         create("'t_js53', 'js53'");
+        create("'t_pgedge', 'pgedge'");
         let layouts: Vec<String> = Spi::connect(|client| {
             client
                 .select(
@@ -278,6 +279,7 @@ mod tests {
             [
                 "t_classic 41/0/10/12/0 00:00:00.001 4096/tick 4096000/s 1024 sessions 1 nodes",
                 "t_js53 38/0/7/8/0 00:00:00.01 256/tick 25600/s 128 sessions 1 nodes",
+                "t_pgedge 41/10/0/12/0 00:00:00.001 4096/tick 4096000/s 1 sessions 1024 nodes",
                 "t_sharded 39/6/8/10/0 00:00:00.001 1024/tick 1024000/s 256 sessions 64 nodes",
             ]
         );
@@ -299,7 +301,7 @@ mod tests {
         let error = error_of("SELECT snowflake_nextval('t_sharded')");
         assert!(
             error.starts_with(
-                "55000: snowflake sequence \"t_sharded\" needs snowflake.node_id, which is not set | Set snowflake.node_id"
+                "55000: snowflake sequence \"t_sharded\" needs snowflake_id.node_id, which is not set | Set snowflake_id.node_id"
             ),
             "{error}"
         );
@@ -339,7 +341,7 @@ mod tests {
             ("'t_bad', epoch => '1960-01-01'", "22023: invalid layout for snowflake sequence \"t_bad\": the epoch"),
             ("'t_bad', time_bits => 5, node_bits => 32", "22023: invalid layout for snowflake sequence \"t_bad\": the node field has 32 bits"),
             ("'t_bad', worker_bits => -1", "22023: invalid layout for snowflake sequence \"t_bad\": worker_bits = -1 is out of range"),
-            ("'t_bad', preset => 'nope'", "22023: invalid layout for snowflake sequence \"t_bad\": unknown preset \"nope\" | Presets: classic, sharded, js53."),
+            ("'t_bad', preset => 'nope'", "22023: invalid layout for snowflake sequence \"t_bad\": unknown preset \"nope\" | Presets: classic, sharded, js53, pgedge."),
             ("'t_bad', preset => NULL", "22023: invalid layout for snowflake sequence \"t_bad\": preset must not be NULL"),
             ("''", "22023: invalid snowflake sequence name \"\""),
             ("repeat('x', 64)", "22023: invalid snowflake sequence name"),

@@ -18,6 +18,7 @@ FUNCTIONS = [
     ("snowflake_named", "snowflake_nextval('named')", "snowflake_nextval('named')"),
     ("snowflake_wide", "snowflake_nextval('wide'): 16 sequence bits (not capped)",
      "snowflake_nextval('wide')"),
+    ("pgedge", "pgEdge snowflake.nextval() 2.6.0", "snowflake.nextval('pgedge_seq')"),
     ("nextval_c1", "nextval() CACHE 1", "nextval('bench_seq_cache1')"),
     ("nextval_c100", "nextval() CACHE 100", "nextval('bench_seq_cache100')"),
     ("uuid", "gen_random_uuid()", "gen_random_uuid()"),
@@ -32,6 +33,7 @@ SHORT = {
     "snowflake": "snowflake_nextval()",
     "snowflake_named": "snowflake_nextval('named')",
     "snowflake_wide": "snowflake_nextval('wide')",
+    "pgedge": "pgEdge snowflake.nextval()",
     "nextval_c1": "nextval() CACHE 1",
     "nextval_c100": "nextval() CACHE 100",
     "uuid": "gen_random_uuid()",
@@ -44,6 +46,8 @@ ID_FUNCTIONS = [key for key, _, expr in FUNCTIONS if expr is not None]
 INSERT_VARIANTS = [
     ("snowflake", "bigint DEFAULT snowflake_nextval()",
      "id bigint PRIMARY KEY DEFAULT snowflake_nextval()"),
+    ("pgedge", "bigint DEFAULT snowflake.nextval() (pgEdge)",
+     "id bigint PRIMARY KEY DEFAULT snowflake.nextval('pgedge_seq')"),
     ("bigserial", "bigserial", "id bigserial PRIMARY KEY"),
     ("uuid", "uuid DEFAULT gen_random_uuid()", "id uuid PRIMARY KEY DEFAULT gen_random_uuid()"),
     ("uuidv7", "uuid DEFAULT uuidv7()", "id uuid PRIMARY KEY DEFAULT uuidv7()"),
@@ -111,11 +115,72 @@ def setup_database(cluster):
         # CPU cost where the classic layout's per-session cap would throttle.
         conn.execute("SELECT snowflake_create_sequence('wide', preset => 'classic', "
                      "worker_bits => 6, sequence_bits => 16)")
+        # pgEdge's snowflake (node number `snowflake.node` from the cluster's configuration):
+        # one sequence all sessions share, and one per pgbench client (bench_sequences).
+        conn.execute("CREATE EXTENSION snowflake")
+        conn.execute("CREATE SEQUENCE pgedge_seq")
+        for client in range(SEQUENCE_CLIENTS[-1]):
+            conn.execute(f"CREATE SEQUENCE pgedge_seq_{client}")
+            conn.execute(f"SELECT snowflake_create_sequence('own_{client}', preset => 'classic')")
         conn.execute("CREATE SEQUENCE bench_seq_cache1 CACHE 1")
         conn.execute("CREATE SEQUENCE bench_seq_cache100 CACHE 100")
         conn.execute((ROOT / "bench" / "instagram.sql").read_text())
         version = conn.execute("SHOW server_version").fetchone()[0]
     return version
+
+
+# bench_sequences: ours and pgEdge's, all sessions on one sequence or each on its own.
+SEQUENCE_CLIENTS = [1, 2, 4, 8]
+SEQUENCE_GENERATORS = {
+    # (one sequence shared by every session, the session's own sequence from a FROM item
+    # evaluated once per statement); :client_id is pgbench's 0-based client number.
+    "snowflake": ("snowflake_nextval('named')", "snowflake_nextval(s)",
+                  "(SELECT 'own_' || :client_id AS s) AS own"),
+    "pgedge": ("snowflake.nextval('pgedge_seq')", "snowflake.nextval(s)",
+               "(SELECT ('pgedge_seq_' || :client_id)::regclass AS s) AS own"),
+}
+
+
+def sequence_script(key, mode, batch):
+    """The pgbench script of `key`'s generator in `mode` ("one" or "separate")."""
+    shared, own, own_from = SEQUENCE_GENERATORS[key]
+    if mode == "one":
+        return f"SELECT count({shared}) FROM generate_series(1, {batch});\n"
+    return f"SELECT count({own}) FROM generate_series(1, {batch}), {own_from};\n"
+
+
+def bench_sequences(cluster, batch, seconds, reps):
+    """IDs/s of ours and pgEdge's with 1, 2, 4, 8 sessions, all on one sequence or each on its
+    own: pgEdge's nextval takes its sequence's buffer lock on every call."""
+    directory = cluster.dir / "sequences"
+    directory.mkdir(exist_ok=True)
+    runs = [(key, mode, clients) for key in SEQUENCE_GENERATORS for mode in ("one", "separate")
+            for clients in SEQUENCE_CLIENTS]
+    for key, mode, _ in runs:
+        (directory / f"{key}-{mode}.sql").write_text(sequence_script(key, mode, batch))
+    ids_per_second = defaultdict(list)
+    for rep in range(reps):
+        for key, mode, clients in rotated(runs, rep * 3):
+            output = run(cluster.pgbench_command(clients, seconds,
+                                                 directory / f"{key}-{mode}.sql"),
+                         capture_output=True, text=True).stdout
+            tps = float(re.search(r"tps = ([0-9.]+) \(without initial connection time\)",
+                                  output).group(1))
+            ids_per_second[f"{key}/{mode}/{clients}"].append(tps * batch)
+        log(f"sequences repetition {rep + 1}/{reps}: 8 sessions on one sequence: " + ", ".join(
+            f"{key} {ids_per_second[f'{key}/one/8'][-1] / 1e6:.2f} M/s"
+            for key in SEQUENCE_GENERATORS))
+    return {
+        "batch": batch,
+        "seconds": seconds,
+        "reps": reps,
+        "clients": SEQUENCE_CLIENTS,
+        "ids_per_second": {key: summary(values) for key, values in ids_per_second.items()},
+    }
+
+
+def wal_insert_lsn(conn):
+    return conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
 
 
 def snowflake_stats(conn):
@@ -133,6 +198,7 @@ def bench_count(cluster, n, reps, major):
     """Cost per ID: SELECT count(f()) FROM generate_series(1, n), alternating functions."""
     keys = available([key for key, _, _ in FUNCTIONS], major)
     seconds = defaultdict(list)
+    wal_bytes = defaultdict(list)
     stats = defaultdict(list)
     with cluster.connect() as conn:
         for key in keys:  # warm-up: plan caches, PL/pgSQL compilation, worker id
@@ -140,11 +206,15 @@ def bench_count(cluster, n, reps, major):
         for rep in range(reps):
             for key in rotated(keys, rep):
                 before = snowflake_stats(conn) if key.startswith("snowflake") else None
+                lsn = wal_insert_lsn(conn)
                 start = time.perf_counter()
                 result = conn.execute(count_sql(key, n)).fetchone()[0]
                 elapsed = time.perf_counter() - start
                 assert result == n, (key, result)
                 seconds[key].append(elapsed)
+                wal_bytes[key].append(int(conn.execute(
+                    "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), %s)", (lsn,)
+                ).fetchone()[0]))
                 if before is not None:
                     stats[key].append(stats_delta(before, snowflake_stats(conn)))
             log(f"count() repetition {rep + 1}/{reps}: " + ", ".join(
@@ -153,6 +223,7 @@ def bench_count(cluster, n, reps, major):
         "n": n,
         "reps": reps,
         "seconds": {key: summary(values) for key, values in seconds.items()},
+        "wal_bytes": {key: summary(values) for key, values in wal_bytes.items()},
         "snowflake_stats_per_run": dict(stats),
     }
 
@@ -203,7 +274,7 @@ def bench_insert(cluster, rows, reps, major):
                 conn.execute(f"DROP TABLE IF EXISTS {table}")
                 conn.execute(f"CREATE TABLE {table} ({columns[key]}, payload integer NOT NULL)")
                 conn.execute("CHECKPOINT")
-                lsn_before = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
+                lsn_before = wal_insert_lsn(conn)
                 start = time.perf_counter()
                 conn.execute(f"INSERT INTO {table} (payload) "
                              f"SELECT g FROM generate_series(1, {rows}) AS g")

@@ -15,6 +15,8 @@ listen_addresses = ''
 port = {port}
 unix_socket_directories = '{dir}'
 shared_preload_libraries = 'snowflake_id'
+# pgEdge's snowflake extension (bench_sequences and its columns): its node number.
+snowflake.node = 1
 max_connections = 20
 shared_buffers = 512MB
 work_mem = 256MB

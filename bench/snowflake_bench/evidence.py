@@ -83,7 +83,7 @@ def strace_trace_report(sql, statements, ids, seconds, trace):
             trace["syscalls"].items(), key=lambda item: -item[1]))
         + "# Reservation-file lines (temp file, write, fsync, rename, directory fsync):\n"
         + "\n".join(trace["reservation_lines"])
-        + "\n# First sleeps (pg_usleep = pselect6: snowflake.max_lead reached), if any:\n"
+        + "\n# First sleeps (pg_usleep = pselect6: snowflake_id.max_lead reached), if any:\n"
         + "\n".join(trace["sleep_lines"][:10]) + "\n")
 
 

@@ -16,6 +16,11 @@ TARGET_TWO_SESSIONS = 1.6
 TARGET_INSERT_VS_UUIDV7 = 0.75
 TARGET_WIDE_NET_NS = 30
 TARGET_WIDE_VS_NEXTVAL_NET = 0.2
+# Against pgEdge's snowflake.nextval(), our closest peer (issue 25).
+TARGET_VS_PGEDGE_NET = 0.5
+TARGET_VS_PGEDGE_EIGHT_SESSIONS = 2.0
+TARGET_INSERT_VS_PGEDGE = 1.0
+TARGET_P999_VS_PGEDGE = 1.0
 
 
 def ratio(a, b):
@@ -63,6 +68,7 @@ def targets(results):
                            ins["uuidv7"]["seconds"]["median"]),
                      lambda v: v <= TARGET_INSERT_VS_UUIDV7))
     rows += tail_latency_targets(results)
+    rows += pgedge_targets(results)
     return [{"what": what, "target": target, "measured": value, "met": bool(check(value)),
              "unit": unit}
             for what, target, value, check, unit in
@@ -94,6 +100,40 @@ def tail_latency_targets(results):
         rows.append((f"single-row INSERT, 8 sessions{title}: max latency, snowflake − bigserial",
                      f"≤ one reservation write ({allowed:.1f} ms)", snow["max"] - big["max"],
                      lambda v, allowed=allowed: v <= allowed, " ms"))
+    return rows
+
+
+def pgedge_targets(results):
+    """Ours against pgEdge's snowflake.nextval(), when the run measured it: net cost per ID, 8
+    sessions on one sequence, the 1M-row INSERT and the p99.9 of single-row INSERTs."""
+    count = results["count"]["seconds"]
+    if "pgedge" not in count:
+        return []
+    n = results["count"]["n"]
+    empty = count["empty"]["median"]
+    net = {key: (count[key]["median"] - empty) * 1e9 / n for key in ("snowflake", "pgedge")}
+    rows = [("snowflake_nextval() vs pgEdge snowflake.nextval(), cost per ID above the loop",
+             f"≤ {TARGET_VS_PGEDGE_NET}×", ratio(net["snowflake"], net["pgedge"]),
+             lambda v: v <= TARGET_VS_PGEDGE_NET)]
+    ips = (results.get("sequences") or {}).get("ids_per_second", {})
+    if "snowflake/one/8" in ips and "pgedge/one/8" in ips:
+        rows.append(("8 sessions on one sequence: ours vs pgEdge's, IDs/s",
+                     f"≥ {TARGET_VS_PGEDGE_EIGHT_SESSIONS}×",
+                     ratio(ips["snowflake/one/8"]["median"], ips["pgedge/one/8"]["median"]),
+                     lambda v: v >= TARGET_VS_PGEDGE_EIGHT_SESSIONS))
+    ins = results["insert"]["variants"]
+    rows.append(("INSERT 1M rows: snowflake vs pgEdge, time", f"≤ {TARGET_INSERT_VS_PGEDGE}×",
+                 ratio(ins["snowflake"]["seconds"]["median"],
+                       ins["pgedge"]["seconds"]["median"]),
+                 lambda v: v <= TARGET_INSERT_VS_PGEDGE))
+    tail = results.get("tail_latency") or {}
+    for mode, title in TAIL_MODES:
+        variants = (tail.get(mode) or {}).get("variants") or {}
+        if "pgedge" in variants:
+            rows.append((f"single-row INSERT, 8 sessions{title}: p99.9 latency, snowflake vs "
+                         "pgEdge", f"≤ {TARGET_P999_VS_PGEDGE:.2f}×",
+                         ratio(variants["snowflake"]["p99.9"], variants["pgedge"]["p99.9"]),
+                         lambda v: v <= TARGET_P999_VS_PGEDGE))
     return rows
 
 
@@ -168,7 +208,7 @@ def bounds_section(results):
     out = [
         "What bounds `snowflake_nextval()` besides CPU: the classic layout gives a session 4,096 "
         f"IDs per 1 ms tick, i.e. at most {cap / 1e6:.3f} M IDs/s per session sustained "
-        f"({1e9 / cap:.0f} ns/ID); past `snowflake.max_lead` (100 ms) of borrowed ticks the "
+        f"({1e9 / cap:.0f} ns/ID); past `snowflake_id.max_lead` (100 ms) of borrowed ticks the "
         f"session sleeps. So {n:,} IDs in one statement cannot take less than "
         f"{max(burst_floor_ms, 0):.0f} ms ({max(burst_floor_ms, 0) * 1e6 / n:.0f} ns/ID) "
         "whatever the code costs, and one pgbench session is capped near "
@@ -272,6 +312,52 @@ def pgbench_section(results):
         if parts:
             out.append(f"- `{LABEL[key]}`: throttle sleeps per run (snowflake_stats()): "
                        + ", ".join(parts) + ".")
+    out.append("")
+    return out
+
+
+def pgedge_section(results):
+    """Ours and pgEdge's side by side: sessions on one sequence or each on its own, and the WAL
+    each writes per million IDs."""
+    seq = results.get("sequences")
+    count = results["count"]
+    if not seq or "pgedge" not in count["seconds"]:
+        return []
+    ips = seq["ids_per_second"]
+    header = " | ".join(sessions(c) for c in seq["clients"])
+    out = [
+        "## Beside pgEdge's snowflake.nextval()\n",
+        f"pgbench, {seq['seconds']} s per run, {seq['reps']} alternating repetitions; each "
+        f"transaction is `SELECT count(f()) FROM generate_series(1, {seq['batch']:,})`, with "
+        "every session on one sequence (`snowflake_nextval('named')`, "
+        "`snowflake.nextval('pgedge_seq')`) or each on its own (`own_<client>`, "
+        "`pgedge_seq_<client>`). Medians (min–max) in millions of IDs per second, over all "
+        "sessions.\n",
+        f"| generator | sequences | {header} |",
+        "|---|---" + "|---" * len(seq["clients"]) + "|",
+    ]
+    names = {"snowflake": "snowflake_nextval()", "pgedge": "pgEdge snowflake.nextval()"}
+    for key, name in names.items():
+        for mode in ("one", "separate"):
+            cells = ["{} ({})".format(*fmt_range(ips[f"{key}/{mode}/{c}"], 1e-6, 2))
+                     for c in seq["clients"]]
+            out.append(f"| {name} | {'one' if mode == 'one' else 'one per session'} | "
+                       + " | ".join(cells) + " |")
+    out.append("")
+    wal = count.get("wal_bytes", {})
+    ins = results["insert"]
+    out.append("WAL written per million IDs (medians):\n")
+    out.append("| generator | `count(f())` of IDs alone | INSERT through the default |")
+    out.append("|---|---|---|")
+    for key, name in names.items():
+        alone = wal.get(key, {}).get("median")
+        insert = ins["variants"].get(key, {}).get("wal_bytes", {}).get("median")
+        out.append(f"| {name} | "
+                   + (f"{alone * 1e6 / count['n'] / 2**10:,.1f} KB" if alone is not None else "–")
+                   + " | "
+                   + (f"{insert * 1e6 / ins['rows'] / 2**20:,.1f} MB" if insert is not None
+                      else "–")
+                   + " |")
     out.append("")
     return out
 
@@ -451,7 +537,7 @@ def strace_section(strace, clocksource):
         "Per sequence, in a warm session: `strace -c -f -p <backend pid>` during one statement, "
         "then `strace -f -tt` over a few seconds of back-to-back statements "
         "(strace-count-*.txt, strace-trace-*.txt). pselect6 is `pg_usleep`: a throttle sleep "
-        "after `snowflake.max_lead` of borrowed ticks; brk, recvfrom/sendto and epoll_wait are "
+        "after `snowflake_id.max_lead` of borrowed ticks; brk, recvfrom/sendto and epoll_wait are "
         "the executor's memory for generate_series and the client protocol, once per "
         "statement.\n",
     ]
@@ -530,7 +616,7 @@ def footer_section(results):
 
 
 SECTIONS = [header_section, targets_section, bounds_section, count_section, pgbench_section,
-            insert_section, last_hour_section, tail_latency_section, evidence_section,
+            pgedge_section, insert_section, last_hour_section, tail_latency_section, evidence_section,
             footer_section]
 
 

@@ -43,7 +43,8 @@ class HelpersTest(unittest.TestCase):
 
 
 class FakeConnection:
-    """Answers count(f()) statements with N and snowflake_stats() with growing counters."""
+    """Answers count(f()) statements with N, snowflake_stats() with growing counters, and the
+    WAL position queries with 1,000 bytes per run."""
 
     def __init__(self):
         self.statements = []
@@ -55,9 +56,13 @@ class FakeConnection:
     def __exit__(self, *exc):
         return False
 
-    def execute(self, sql):
+    def execute(self, sql, params=None):
         self.statements.append(sql)
-        if "FROM snowflake_stats()" in sql:
+        if "pg_wal_lsn_diff" in sql:
+            row = (1000,)
+        elif "pg_current_wal_insert_lsn" in sql:
+            row = ("0/0",)
+        elif "FROM snowflake_stats()" in sql:
             self.stats_reads += 1
             row = (self.stats_reads, 2 * self.stats_reads, 0)
         else:
@@ -80,6 +85,7 @@ class BenchCountTest(unittest.TestCase):
         self.assertEqual(measured, [count_sql(key, 20) for key in keys + keys[1:] + keys[:1]])
         self.assertEqual(sorted(result["seconds"]), sorted(keys))
         self.assertEqual(len(result["seconds"]["random"]["samples"]), 2)
+        self.assertEqual(result["wal_bytes"]["pgedge"]["samples"], [1000, 1000])
         # Each run of a snowflake function: one reading before, one after (1 and 2 apart).
         self.assertEqual(sorted(result["snowflake_stats_per_run"]),
                          ["snowflake", "snowflake_named", "snowflake_wide"])

@@ -7,8 +7,9 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from snowflake_bench.report import (fmt_range, ratio, render_markdown, tail_latency_targets,
-                                    targets, write_markdown)
+from snowflake_bench.report import (fmt_range, pgedge_section, pgedge_targets, ratio,
+                                    render_markdown, tail_latency_targets, targets,
+                                    write_markdown)
 
 # Recorded runs, read only: one directory per PostgreSQL major; the tests that need one run use
 # PostgreSQL 18's, which has every benchmark (uuidv7() included).
@@ -81,6 +82,52 @@ class TargetsTest(unittest.TestCase):
         for major, run in RUNS.items():
             with self.subTest(major=major):
                 self.assertEqual(targets(run), run["targets"])
+
+def with_pgedge(results, pgedge=200.0, eight_ours=8e6, eight_pgedge=2e6, insert_pgedge=1.5,
+                p999_ours=1.0, p999_pgedge=2.0):
+    """`results` (from medians()) with pgEdge's figures added, every value a median."""
+    def median(value):
+        return {"median": value, "min": value, "max": value}
+
+    results["count"]["seconds"]["pgedge"] = median(pgedge)
+    results["count"]["wal_bytes"] = {"snowflake": median(0), "pgedge": median(2**20)}
+    results["sequences"] = {
+        "batch": 10_000, "seconds": 3, "reps": 3, "clients": [1, 8],
+        "ids_per_second": {f"{key}/{mode}/{clients}": median(rate)
+                           for key, rate in (("snowflake", eight_ours), ("pgedge", eight_pgedge))
+                           for mode in ("one", "separate") for clients in (1, 8)}}
+    results["insert"]["variants"]["pgedge"] = {"seconds": median(insert_pgedge),
+                                               "wal_bytes": median(100 * 2**20)}
+    results["insert"]["rows"] = 10**6
+    variants = {"snowflake": {"p99.9": p999_ours}, "pgedge": {"p99.9": p999_pgedge}}
+    results["tail_latency"] = {"normal": {"variants": variants}}
+    return results
+
+
+class PgedgeTargetsTest(unittest.TestCase):
+    def test_absent_when_pgedge_was_not_measured(self):
+        self.assertEqual(pgedge_targets(medians()), [])
+        self.assertEqual(pgedge_section(medians()), [])
+
+    def test_met(self):
+        rows = pgedge_targets(with_pgedge(medians()))
+        self.assertEqual([row[2] for row in rows], [0.5, 4.0, 1.0 / 1.5, 0.5])
+        self.assertEqual([row[3](row[2]) for row in rows], [True] * 4)
+        self.assertEqual([row[1] for row in rows], ["≤ 0.5×", "≥ 2.0×", "≤ 1.0×", "≤ 1.00×"])
+
+    def test_not_met(self):
+        rows = pgedge_targets(with_pgedge(medians(), pgedge=150.0, eight_pgedge=5e6,
+                                          insert_pgedge=0.9, p999_pgedge=0.5))
+        self.assertEqual([row[3](row[2]) for row in rows], [False] * 4)
+
+    def test_section(self):
+        text = "\n".join(pgedge_section(with_pgedge(medians())))
+        self.assertIn("| snowflake_nextval() | one | 8.00 (8.00–8.00) | 8.00 (8.00–8.00) |", text)
+        self.assertIn("| pgEdge snowflake.nextval() | one per session | 2.00 (2.00–2.00) |", text)
+        # WAL: 1 MiB over 10^9 IDs is 1 KB per million; 100 MiB over 10^6 rows, 100 MB.
+        self.assertIn("| pgEdge snowflake.nextval() | 1.0 KB | 100.0 MB |", text)
+        self.assertIn("| snowflake_nextval() | 0.0 KB | – |", text)
+
 
 class TailLatencyTargetsTest(unittest.TestCase):
     def results(self, snowflake, bigserial, fdatasync_ms=0.1):

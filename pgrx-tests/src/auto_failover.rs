@@ -13,7 +13,7 @@
 //! (`--listen 127.0.0.1`, `--auth trust` entries for 127.0.0.0/8, `--no-ssl`), and dropping the
 //! [`Formation`] stops every keeper (its process group: keeper, its services and its
 //! postmaster) and every server, even when the test panics. The data nodes preload
-//! snowflake_id (with `snowflake.node_id` unset) beside pg_autoctl's `pg_stat_statements`; the
+//! snowflake_id (with `snowflake_id.node_id` unset) beside pg_autoctl's `pg_stat_statements`; the
 //! monitor checks health every 500 ms and fails over after 2 s without a report, so a failover
 //! takes seconds.
 

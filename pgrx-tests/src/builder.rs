@@ -78,7 +78,7 @@ impl ClusterBuilder {
         self
     }
 
-    /// Adds a `postgresql.conf` line, e.g. `"snowflake.node_id = 3"`.
+    /// Adds a `postgresql.conf` line, e.g. `"snowflake_id.node_id = 3"`.
     pub fn setting(mut self, line: &str) -> Self {
         self.settings.push(line.to_owned());
         self

@@ -1,5 +1,5 @@
 //! A Citus cluster for the Citus tests (docs/sharding.md, "Citus"): a coordinator and workers
-//! on 127.0.0.1, each a [`Cluster`] with its own `snowflake.node_id`, Citus and snowflake_id
+//! on 127.0.0.1, each a [`Cluster`] with its own `snowflake_id.node_id`, Citus and snowflake_id
 //! preloaded in that order. Running it needs Citus installed in the PostgreSQL under test
 //! (scripts/install-citus.sh); the tests that do are built only with the `citus` feature.
 
@@ -27,9 +27,9 @@ pub struct CitusCluster {
     pub workers: Vec<Cluster>,
 }
 
-/// Starts a Citus node with `snowflake.node_id = node_id`, Citus created in its database.
+/// Starts a Citus node with `snowflake_id.node_id = node_id`, Citus created in its database.
 pub fn start_node(node_id: i32) -> Cluster {
-    let mut builder = Cluster::builder().setting(&format!("snowflake.node_id = {node_id}"));
+    let mut builder = Cluster::builder().setting(&format!("snowflake_id.node_id = {node_id}"));
     for line in CITUS_SETTINGS {
         builder = builder.setting(line);
     }

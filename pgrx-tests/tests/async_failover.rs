@@ -3,9 +3,9 @@
 //! (`LaggingLink`); at the failure the link is cut (what is in flight is lost) and the primary
 //! stopped at once; then the standby is promoted and issues IDs. Every ID the old primary
 //! returned (stored or not) must stay below every ID of the promoted standby, for a lag up to
-//! `snowflake.failover_lag` (default 500 ms), in the cases that break a promise made in wall
+//! `snowflake_id.failover_lag` (default 500 ms), in the cases that break a promise made in wall
 //! time: a burst after an idle period (the standby's clock behind), a burst that borrows ticks
-//! seconds ahead (a raised `snowflake.max_lead`), and a lag of 0.9 times the covered bound under
+//! seconds ahead (a raised `snowflake_id.max_lead`), and a lag of 0.9 times the covered bound under
 //! steady load. The IDs are of a `js53` sequence (256 IDs per 10 ms tick and session), whose
 //! bursts move ID time fastest. The test prints what it measured (`--nocapture`).
 
@@ -152,7 +152,7 @@ fn a_burst_after_an_idle_period_is_covered_with_the_standbys_clock_behind() {
 fn a_burst_that_borrows_seconds_ahead_is_covered_with_a_raised_max_lead() {
     let test = "max_lead 3 s, burst of 60,000 js53 IDs, lag 300 ms";
     let (primary, standby, link) = lagging_pair(
-        &["snowflake.max_lead = 3000"],
+        &["snowflake_id.max_lead = 3000"],
         "+0",
         Duration::from_millis(300),
     );
@@ -172,7 +172,7 @@ fn a_burst_that_borrows_seconds_ahead_is_covered_with_a_raised_max_lead() {
 
 #[test]
 fn a_lag_of_nine_tenths_of_the_covered_bound_under_steady_load_is_covered() {
-    let test = "lag 450 ms (0.9 x snowflake.failover_lag), steady load";
+    let test = "lag 450 ms (0.9 x snowflake_id.failover_lag), steady load";
     let (primary, standby, link) = lagging_pair(&[], "+0", Duration::from_millis(450));
     let mut client = primary.connect();
     let mut old = Vec::new();

@@ -1,5 +1,5 @@
 //! Failover by a real failover manager, pg_auto_failover (`pg_autoctl`): a monitor and two
-//! nodes preloading snowflake_id (`snowflake.node_id` unset, as the default sequence has no node
+//! nodes preloading snowflake_id (`snowflake_id.node_id` unset, as the default sequence has no node
 //! bits). After insert load the primary node dies at once (SIGKILL to its keeper and
 //! postmaster), the monitor promotes the secondary, and the new primary never issues an ID the
 //! old one issued and continues above them (docs/design.md §2.3, §5): with right clocks, and

@@ -136,7 +136,7 @@ fn check_orm_example(program: &str, script: &str, customers: &[&str]) {
         .get(0);
     let stdout = run_client(&cluster, program, &args);
     assert!(stdout.contains("all checks passed"), "{stdout}");
-    // IDs may run ahead of the clock by up to snowflake.max_lead (100 ms).
+    // IDs may run ahead of the clock by up to snowflake_id.max_lead (100 ms).
     let last: i64 = client
         .query_one(
             "SELECT snowflake_max_id(clock_timestamp() + interval '1 second')",

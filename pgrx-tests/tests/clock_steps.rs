@@ -27,7 +27,7 @@ fn min_max(values: impl Iterator<Item = i64>) -> Option<(i64, i64)> {
 }
 
 /// An ID follows the wall clock when its tick starts at most a tick (plus read jitter) before
-/// the reading taken just before it, and at most `snowflake.max_lead` (100 ms) after it, with
+/// the reading taken just before it, and at most `snowflake_id.max_lead` (100 ms) after it, with
 /// a generous margin for the reading being late.
 const FOLLOWS_WALL_US: std::ops::RangeInclusive<i64> = -2_000..=1_000_000;
 

@@ -228,7 +228,7 @@ fn two_hundred_clients_on_js53() {
 #[test]
 fn three_hundred_clients_on_the_sharded_preset() {
     // The preset's node bits need a node id (which a layout without node bits would refuse).
-    let settings = ["max_connections = 420", "snowflake.node_id = 5"];
+    let settings = ["max_connections = 420", "snowflake_id.node_id = 5"];
     let cluster = cluster_with_sequence(&settings, "shards", "sharded");
     pool_on(&cluster, "shards", 8, 300);
 }
@@ -289,7 +289,7 @@ fn sixteen_busy_sessions_share_four_worker_ids() {
     const SESSIONS: usize = 16;
     const ROWS: i64 = 20_000;
     let cluster = Cluster::builder()
-        .setting("snowflake.max_workers = 4")
+        .setting("snowflake_id.max_workers = 4")
         .start();
     let mut admin = cluster.connect();
     admin

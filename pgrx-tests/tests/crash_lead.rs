@@ -1,6 +1,6 @@
 //! The lead of IDs over real time after crashes in a row (README, "Guarantees"): a crash starts
-//! the clock at the reservation, at most `snowflake.reserve_ahead` beyond the latest tick used,
-//! itself at most `snowflake.max_lead` beyond the cluster clock, so each crash adds at most
+//! the clock at the reservation, at most `snowflake_id.reserve_ahead` beyond the latest tick used,
+//! itself at most `snowflake_id.max_lead` beyond the cluster clock, so each crash adds at most
 //! `reserve_ahead + max_lead` to the lead it finds, and k crashes in quick succession lead by at
 //! most k times that. Ten immediate stops under load; the test prints the lead after each
 //! (`--nocapture`) and checks the stated bound, and that no ID repeats.
@@ -16,7 +16,7 @@ use snowflake_id_cluster_tests::fixtures::{
 use snowflake_id_cluster_tests::{error_parts, Cluster};
 
 const CRASHES: i64 = 10;
-/// The defaults: `snowflake.reserve_ahead` 1 s, `snowflake.max_lead` 100 ms.
+/// The defaults: `snowflake_id.reserve_ahead` 1 s, `snowflake_id.max_lead` 100 ms.
 const RESERVE_AHEAD_US: i64 = 1_000_000;
 const MAX_LEAD_US: i64 = 100_000;
 /// Measuring slack: a tick, and the time between the server making an ID and the test reading

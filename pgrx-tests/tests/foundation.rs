@@ -1,5 +1,5 @@
 //! Whole-cluster tests of the foundation: many sessions at once, each with its own worker id,
-//! released when it exits; sessions past `snowflake.max_workers` share instead of being
+//! released when it exits; sessions past `snowflake_id.max_workers` share instead of being
 //! refused; the preload requirement. Each on a real cluster
 //! started (and stopped) by the test.
 
@@ -142,7 +142,7 @@ fn without_preload_every_function_names_the_fix() {
 #[test]
 fn sessions_past_max_workers_share_a_worker_id_and_a_freed_one_is_taken_alone() {
     let cluster = Cluster::builder()
-        .setting("snowflake.max_workers = 3")
+        .setting("snowflake_id.max_workers = 3")
         .start();
     let mut admin = cluster.connect();
     admin

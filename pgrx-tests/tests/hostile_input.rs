@@ -467,7 +467,7 @@ fn fuzzed_calls_return_results_or_documented_errors_and_change_nothing_when_they
 fn a_cancel_while_waiting_for_the_clock_looks_like_any_cancel() {
     let cluster = Cluster::builder()
         .server_env("RUST_BACKTRACE", "full")
-        .setting("snowflake.max_lead = 0")
+        .setting("snowflake_id.max_lead = 0")
         .start();
     let mut client = cluster.connect();
     // Two IDs per 1 s tick and no lead: the third ID waits for the next second.

@@ -1,6 +1,6 @@
 //! The lead bound (docs/design.md §3.3): a layout with only 2 sequence bits, under bulk insert by
 //! two sessions, exhausts its ticks and borrows the next ones, but no ID is further ahead of the
-//! clock than `snowflake.max_lead` plus the tick it falls in; past it the sessions sleep
+//! clock than `snowflake_id.max_lead` plus the tick it falls in; past it the sessions sleep
 //! (`throttle_sleeps`). No ID repeats and each session's IDs strictly increase; the test prints
 //! what it measured (`--nocapture`).
 
@@ -17,7 +17,7 @@ fn few_sequence_bits_under_bulk_insert_stay_within_max_lead() {
     const SESSIONS: i32 = 2;
     const ROWS: i64 = 10_000;
     let cluster = Cluster::builder()
-        .setting(&format!("snowflake.max_lead = {MAX_LEAD_MS}"))
+        .setting(&format!("snowflake_id.max_lead = {MAX_LEAD_MS}"))
         .start();
     let mut admin = cluster.connect();
     admin

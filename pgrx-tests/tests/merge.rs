@@ -1,4 +1,4 @@
-//! Merging the rows of several nodes, each with its own `snowflake.node_id` and the same layout:
+//! Merging the rows of several nodes, each with its own `snowflake_id.node_id` and the same layout:
 //! three nodes inserting at once, then copied into one primary key; two game servers used apart
 //! (with a restart), then one's `pg_dump --data-only` loaded into the other. Zero key conflicts,
 //! no ID rewritten, every ID decodes to the node that made it; the same merge of `bigserial`

@@ -1,5 +1,5 @@
 //! The node id fails closed (docs/sharding.md, "Node ids"): a sequence refuses to make IDs
-//! while `snowflake.node_id` is unset but its layout has node bits (55000) or while the node id
+//! while `snowflake_id.node_id` is unset but its layout has node bits (55000) or while the node id
 //! does not fit its node bits (22023), and writes nothing; a session cannot change its node id;
 //! a valid one is in every ID the sequence makes.
 
@@ -8,7 +8,9 @@ use snowflake_id_cluster_tests::{error_parts, Cluster};
 
 #[test]
 fn node_id_that_does_not_fit_is_refused_and_not_user_settable() {
-    let cluster = Cluster::builder().setting("snowflake.node_id = 5").start();
+    let cluster = Cluster::builder()
+        .setting("snowflake_id.node_id = 5")
+        .start();
     let mut client = cluster.connect();
     client
         .batch_execute("CREATE EXTENSION snowflake_id")
@@ -18,22 +20,22 @@ fn node_id_that_does_not_fit_is_refused_and_not_user_settable() {
     assert_eq!(code, "22023", "{message}");
     assert_eq!(
         message,
-        "snowflake.node_id = 5 does not fit the 0 node bits of snowflake sequence \"default\""
+        "snowflake_id.node_id = 5 does not fit the 0 node bits of snowflake sequence \"default\""
     );
     assert!(hint.contains("preset 'sharded'"), "{hint}");
 
     // A session cannot change its node id (it would forge another node's IDs).
     let error = client
-        .batch_execute("SET snowflake.node_id = 0")
+        .batch_execute("SET snowflake_id.node_id = 0")
         .unwrap_err();
     assert_eq!(error_parts(&error).0, "55P02", "{error}");
     let error = client
-        .batch_execute("ALTER SYSTEM SET snowflake.node_id = 0; SELECT 1")
+        .batch_execute("ALTER SYSTEM SET snowflake_id.node_id = 0; SELECT 1")
         .err();
     // ALTER SYSTEM works for a superuser but takes effect only at restart; the running value holds.
     drop(error);
     let node: String = client
-        .query_one("SHOW snowflake.node_id", &[])
+        .query_one("SHOW snowflake_id.node_id", &[])
         .unwrap()
         .get(0);
     assert_eq!(node, "5");
@@ -62,10 +64,10 @@ fn node_id_unset_fails_closed_then_out_of_range_then_works() {
     assert_eq!(code, "55000", "{message}");
     assert_eq!(
         message,
-        "snowflake sequence \"events\" needs snowflake.node_id, which is not set"
+        "snowflake sequence \"events\" needs snowflake_id.node_id, which is not set"
     );
     assert!(
-        hint.contains("snowflake.node_id") && hint.contains("0 to 63"),
+        hint.contains("snowflake_id.node_id") && hint.contains("0 to 63"),
         "{hint}"
     );
     let error = client
@@ -80,7 +82,7 @@ fn node_id_unset_fails_closed_then_out_of_range_then_works() {
 
     // A node id too large for 6 node bits.
     cluster.stop("fast");
-    cluster.append_config("snowflake.node_id = 64");
+    cluster.append_config("snowflake_id.node_id = 64");
     cluster.start();
     let mut client = cluster.connect();
     let error = client
@@ -90,14 +92,14 @@ fn node_id_unset_fails_closed_then_out_of_range_then_works() {
     assert_eq!(code, "22023", "{message}");
     assert_eq!(
         message,
-        "snowflake.node_id = 64 does not fit the 6 node bits of snowflake sequence \"events\""
+        "snowflake_id.node_id = 64 does not fit the 6 node bits of snowflake sequence \"events\""
     );
     println!("node id 64: {code} {message} (hint: {hint})");
     drop(client);
 
     // A valid node id: IDs carry it.
     cluster.stop("fast");
-    cluster.append_config("snowflake.node_id = 7");
+    cluster.append_config("snowflake_id.node_id = 7");
     cluster.start();
     let mut client = cluster.connect();
     client

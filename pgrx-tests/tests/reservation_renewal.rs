@@ -9,7 +9,7 @@
 //! machine's own disk, one stall of a few hundred ms, as CI once met, is a wait the design allows:
 //! `reserve_ahead` must stay well above a renewal's time.) Four sessions
 //! generate while another samples `pg_stat_activity` as fast as it can. With the default
-//! `snowflake.reserve_ahead` (1 s) no sample may show a backend waiting on the extension's LWLock
+//! `snowflake_id.reserve_ahead` (1 s) no sample may show a backend waiting on the extension's LWLock
 //! (wait event `LWLock` / `snowflake_id`). A control phase shows the sampler would see such waits:
 //! with `reserve_ahead = 40ms` a renewal (three slow fsyncs) outlasts the quarter window between
 //! the two marks, so sessions must wait, and samples must show it.
@@ -132,7 +132,7 @@ fn no_session_waits_on_the_reservation_with_a_slow_fsync() {
     // Control: a window so short that a renewal outlasts the quarter window between the marks.
     // (Two statements: ALTER SYSTEM cannot run in the implicit block of a multi-statement query.)
     client
-        .batch_execute("ALTER SYSTEM SET snowflake.reserve_ahead = '40ms'")
+        .batch_execute("ALTER SYSTEM SET snowflake_id.reserve_ahead = '40ms'")
         .unwrap();
     client.batch_execute("SELECT pg_reload_conf()").unwrap();
     std::thread::sleep(Duration::from_millis(200));

@@ -1,5 +1,5 @@
 //! The time model (docs/design.md §3, §5.1): IDs stay within a tick of real time across clean
-//! restarts; after a crash they lead by at most `snowflake.reserve_ahead` and the lead decays
+//! restarts; after a crash they lead by at most `snowflake_id.reserve_ahead` and the lead decays
 //! without a stall; a forward glitch of the wall clock leaves no trace while a lasting
 //! correction is followed once confirmed; a clock before a sequence's epoch is an error, not a
 //! wait; a coarse-tick sequence never makes a fine one wait; a reservation file written by 0.2.0
@@ -57,7 +57,7 @@ const SECONDS_SEQUENCE: &str =
 fn clean_restarts_keep_ids_within_a_tick_of_real_time() {
     // A long reserve_ahead made the old design's lead grow by a minute per restart.
     let mut cluster = Cluster::builder()
-        .setting("snowflake.reserve_ahead = '60s'")
+        .setting("snowflake_id.reserve_ahead = '60s'")
         .start();
     cluster
         .connect()
@@ -174,7 +174,7 @@ fn a_forward_glitch_of_the_wall_clock_leaves_no_trace() {
 fn a_lasting_forward_correction_is_followed_once_confirmed_and_a_step_back_decays() {
     let cluster = Cluster::builder()
         .faketime()
-        .setting("snowflake.clock_jump_confirm = '2s'")
+        .setting("snowflake_id.clock_jump_confirm = '2s'")
         .start();
     let mut admin = cluster.connect();
     admin

@@ -365,11 +365,14 @@ impl Layout {
     }
 }
 
-/// 2025-01-01 00:00:00 UTC: the epoch of the built-in sequence and of every preset.
+/// 2025-01-01 00:00:00 UTC: the epoch of the built-in sequence and of every preset but `pgedge`.
 pub const PRESET_EPOCH_UNIX_US: i64 = 1_735_689_600_000_000;
 
+/// 2023-01-01 00:00:00 UTC: the epoch of pgEdge's snowflake extension.
+pub const PGEDGE_EPOCH_UNIX_US: i64 = 1_672_531_200_000_000;
+
 /// Named starting points for `snowflake_create_sequence` (docs/design.md §2).
-pub const PRESETS: [(&str, Layout); 3] = [
+pub const PRESETS: [(&str, Layout); 4] = [
     // The built-in sequence's layout: 41/0/10/12/0 at 1 ms, lasts until 2094.
     (
         "classic",
@@ -408,6 +411,21 @@ pub const PRESETS: [(&str, Layout); 3] = [
             gene_bits: 0,
             time_unit_us: 10_000,
             epoch_unix_us: PRESET_EPOCH_UNIX_US,
+        },
+    ),
+    // pgEdge's snowflake extension (`snowflake.nextval`): 41 bits of 1 ms since 2023-01-01 UTC,
+    // 10 node bits, 12 counter bits, so its IDs decode as they are and a table moved from it
+    // goes on with IDs of the same form. No worker bits: a node's sessions take turns by tick.
+    (
+        "pgedge",
+        Layout {
+            time_bits: 41,
+            node_bits: 10,
+            worker_bits: 0,
+            sequence_bits: 12,
+            gene_bits: 0,
+            time_unit_us: 1_000,
+            epoch_unix_us: PGEDGE_EPOCH_UNIX_US,
         },
     ),
 ];

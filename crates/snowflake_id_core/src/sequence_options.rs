@@ -184,7 +184,7 @@ mod tests {
             (
                 with_preset("tiny"),
                 "unknown preset \"tiny\"",
-                Some("Presets: classic, sharded, js53."),
+                Some("Presets: classic, sharded, js53, pgedge."),
             ),
             (
                 SequenceOptions {

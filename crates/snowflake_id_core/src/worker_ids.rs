@@ -2,7 +2,7 @@
 //!
 //! **Spaces.** Each worker width has a space of worker ids, so that sessions using sequences of
 //! other widths never crowd it: a width w below `shared_width` has a space of its own with 2^w
-//! ids; every wider width uses one space of `capacity` ids (`snowflake.max_workers`), all of
+//! ids; every wider width uses one space of `capacity` ids (`snowflake_id.max_workers`), all of
 //! which fit it. A session takes one worker id per space it uses: the lowest free one, a dead
 //! sole holder's, or else it *shares* the id with the fewest sessions. Nobody is refused.
 //!

@@ -422,5 +422,17 @@ fn presets_meet_their_promises() {
         "js53 lasts {} years",
         lifetime / YEAR_US
     );
+    // pgEdge's IDs: (ms since 2023-01-01) << 22 | node << 12 | counter (its snowflake.c).
+    let pgedge = preset("pgedge").unwrap();
+    let ms_2027 = 1_798_761_600_000 - 1_672_531_200_000; // 2027-01-01 in pgEdge's ms
+    let pgedge_id = ms_2027 << 22 | 7 << 12 | 4_095;
+    let parts = pgedge.decompose(pgedge_id).unwrap();
+    assert_eq!(
+        (parts.tick, parts.node, parts.worker),
+        (ms_2027 as u64, 7, 0)
+    );
+    assert_eq!(parts.sequence, 4_095);
+    assert_eq!(pgedge.tick_start_unix_us(parts.tick), 1_798_761_600_000_000);
+    assert_eq!(pgedge.max_value(Field::Node), 1_023);
     assert_eq!(preset("nope"), None);
 }

@@ -1,6 +1,6 @@
 //! Citus: snowflake IDs on the distributed tables of a real Citus cluster (docs/sharding.md,
 //! "Citus", whose SQL this is). A coordinator and two workers on 127.0.0.1, each with its own
-//! `snowflake.node_id`, Citus and snowflake_id preloaded in that order
+//! `snowflake_id.node_id`, Citus and snowflake_id preloaded in that order
 //! (`snowflake_id_cluster_tests::citus`); a third worker joins later. One module per capability:
 //!
 //! - `sequences_on_every_node`: sequences made on the coordinator exist on every node (created,

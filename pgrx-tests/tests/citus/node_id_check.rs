@@ -1,5 +1,5 @@
 //! One call on the Citus coordinator (`snowflake_citus_node_ids()`) checks every node's
-//! `snowflake.node_id`: it reports them all, and names the nodes that share one or lack one.
+//! `snowflake_id.node_id`: it reports them all, and names the nodes that share one or lack one.
 
 use snowflake_id_cluster_tests::citus::{CitusCluster, COORDINATOR_NODE, WORKER_NODES};
 use snowflake_id_cluster_tests::fixtures::failure;
@@ -36,30 +36,30 @@ fn node_ids_are_checked_across_the_cluster_in_one_call() {
     // Two nodes with one id: the error names both.
     let [first, second] = [cluster.workers[0].port(), cluster.workers[1].port()];
     cluster.workers[1].stop("fast");
-    cluster.workers[1].append_config(&format!("snowflake.node_id = {}", WORKER_NODES[0]));
+    cluster.workers[1].append_config(&format!("snowflake_id.node_id = {}", WORKER_NODES[0]));
     cluster.workers[1].start();
     let (code, message, hint) =
         failure(&mut coordinator, "SELECT * FROM snowflake_citus_node_ids()");
     assert_eq!(code, "55000", "{message}");
     assert!(
         message.contains(&format!(
-            "snowflake.node_id = {} is set on more than one node",
+            "snowflake_id.node_id = {} is set on more than one node",
             WORKER_NODES[0]
         )) && message.contains(&format!("127.0.0.1:{first}"))
             && message.contains(&format!("127.0.0.1:{second}")),
         "{message}"
     );
-    assert!(hint.contains("its own snowflake.node_id"), "{hint}");
+    assert!(hint.contains("its own snowflake_id.node_id"), "{hint}");
 
     // A node without one: named too.
     cluster.workers[1].stop("fast");
-    cluster.workers[1].append_config("snowflake.node_id = -1");
+    cluster.workers[1].append_config("snowflake_id.node_id = -1");
     cluster.workers[1].start();
     let (code, message, _) = failure(&mut coordinator, "SELECT * FROM snowflake_citus_node_ids()");
     assert_eq!(code, "55000", "{message}");
     assert!(
         message.contains(&format!(
-            "snowflake.node_id is not set on 127.0.0.1:{second}"
+            "snowflake_id.node_id is not set on 127.0.0.1:{second}"
         )),
         "{message}"
     );
