@@ -363,7 +363,6 @@ fn snowflake_stats() -> TableIterator<
     let count = |counter: &std::sync::atomic::AtomicU64| {
         i64::try_from(counter.load(Ordering::Relaxed)).unwrap_or(i64::MAX)
     };
-    let reserved = shared.reserved_until();
     let row = (
         count(&counters.backward_steps),
         counters.largest_backward_step_us.load(Ordering::Relaxed) as f64 / 1_000.0,
@@ -371,19 +370,24 @@ fn snowflake_stats() -> TableIterator<
         count(&counters.borrowed_ticks),
         count(&counters.throttle_sleeps),
         count(&counters.reservation_writes),
-        (reserved != i64::MIN)
-            .then(|| timestamps::timestamptz(reserved))
-            .flatten(),
+        set_timestamptz(shared.reserved_until()),
         timestamps::timestamptz(reading.now_unix_us),
         worker_ids::in_use(shared.worker_ids()) as i32,
         gucs::MAX_WORKERS.get(),
         count(&counters.forward_jumps_followed),
         count(&counters.forward_jumps_ignored),
-        timestamps::timestamptz(shared.durable_floor()),
+        set_timestamptz(shared.durable_floor()),
         worker_ids::sharing_sessions(shared.worker_ids()) as i32,
         count(&counters.tick_conflicts),
     );
     TableIterator::once(row)
+}
+
+/// The time `unix_us` as a timestamptz, or NULL for i64::MIN (nothing reserved or learned yet).
+fn set_timestamptz(unix_us: i64) -> Option<TimestampWithTimeZone> {
+    (unix_us != i64::MIN)
+        .then(|| timestamps::timestamptz(unix_us))
+        .flatten()
 }
 
 enum TickOf {
