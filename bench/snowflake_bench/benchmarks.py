@@ -97,6 +97,12 @@ def rotated(items, shift):
     return items[shift:] + items[:shift]
 
 
+def pgbench_tps(output):
+    """The transactions per second a pgbench run reports (without connection time)."""
+    return float(re.search(r"tps = ([0-9.]+) \(without initial connection time\)",
+                           output).group(1))
+
+
 def count_sql(key, n):
     expr = EXPR[key]
     return f"SELECT count({expr or '*'}) FROM generate_series(1, {n})"
@@ -164,8 +170,7 @@ def bench_sequences(cluster, batch, seconds, reps):
             output = run(cluster.pgbench_command(clients, seconds,
                                                  directory / f"{key}-{mode}.sql"),
                          capture_output=True, text=True).stdout
-            tps = float(re.search(r"tps = ([0-9.]+) \(without initial connection time\)",
-                                  output).group(1))
+            tps = pgbench_tps(output)
             ids_per_second[f"{key}/{mode}/{clients}"].append(tps * batch)
         log(f"sequences repetition {rep + 1}/{reps}: 8 sessions on one sequence: " + ", ".join(
             f"{key} {ids_per_second[f'{key}/one/8'][-1] / 1e6:.2f} M/s"
@@ -243,8 +248,7 @@ def bench_pgbench(cluster, batch, seconds, reps, clients_list, major):
             before = snowflake_stats(monitor) if key.startswith("snowflake") else None
             output = run(cluster.pgbench_command(clients, seconds, pgbench_script(cluster, key)),
                          capture_output=True, text=True).stdout
-            tps = float(re.search(r"tps = ([0-9.]+) \(without initial connection time\)",
-                                  output).group(1))
+            tps = pgbench_tps(output)
             ids_per_second[f"{key}/{clients}"].append(tps * batch)
             if before is not None:
                 stats[f"{key}/{clients}"].append(stats_delta(before, snowflake_stats(monitor)))
@@ -445,8 +449,7 @@ def bench_tail_latency(cluster, clients, seconds, chunks, major):
             output = process.communicate()[0]
             sampler.join()
             writes[key] += snowflake_stats(monitor)["reservation_writes"] - before
-            tps = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", output)
-            transactions_per_second[key].append(float(tps.group(1)))
+            transactions_per_second[key].append(pgbench_tps(output))
             for log_file in directory.glob(f"{key}.log*"):
                 latencies[key].extend(parse_pgbench_log(log_file.read_text()))
         log(f"tail latency chunk {chunk + 1}/{chunks}: " + ", ".join(
