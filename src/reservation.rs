@@ -31,20 +31,19 @@ impl SharedState {
         let reservation = &self.reservation;
         let policy = renewal_policy();
         let until = reservation.until_unix_us.load(Ordering::Acquire);
-        let renewal = policy.for_session(until, end_unix_us);
-        if renewal == SessionRenewal::Covered {
-            return;
-        }
+        let (enough, wait) = match policy.for_session(until, end_unix_us) {
+            SessionRenewal::Covered => return,
+            SessionRenewal::TryRenew { enough } => (enough, false),
+            SessionRenewal::WaitAndRenew { enough } => (enough, true),
+        };
         if reservation.broken.load(Ordering::Relaxed) {
             reservation_broken();
         }
-        let renew = |enough| self.renew(end_unix_us, enough, self.read_clock().now_unix_us);
-        let result = match renewal {
-            SessionRenewal::Covered => None,
-            SessionRenewal::TryRenew { enough } => self.try_with_reservation_lock(|| renew(enough)),
-            SessionRenewal::WaitAndRenew { enough } => {
-                Some(self.with_reservation_lock(|| renew(enough)))
-            }
+        let renew = || self.renew(&policy, end_unix_us, enough, self.read_clock().now_unix_us);
+        let result = if wait {
+            Some(self.with_reservation_lock(renew))
+        } else {
+            self.try_with_reservation_lock(renew)
         };
         if let Some(Err(error)) = result {
             errors::reservation_not_written(&in_data_dir(&error.path), &error.error).raise();
@@ -71,8 +70,8 @@ impl SharedState {
         else {
             return;
         };
-        let written =
-            self.try_with_reservation_lock(|| self.renew(horizon, policy.worker_mark(), now));
+        let written = self
+            .try_with_reservation_lock(|| self.renew(&policy, horizon, policy.worker_mark(), now));
         if let Some(Err(error)) = written {
             pgrx::warning!(
                 "snowflake_id: could not renew the reservation in \"{}\": {error}",
@@ -86,12 +85,12 @@ impl SharedState {
     /// renewed it meanwhile).
     fn renew(
         &self,
+        policy: &RenewalPolicy,
         end_unix_us: i64,
         enough: i64,
         now_unix_us: i64,
     ) -> Result<(), reservation_file::WriteError> {
         let reservation = &self.reservation;
-        let policy = renewal_policy();
         let until = reservation.until_unix_us.load(Ordering::Acquire);
         if !policy.needs_renewal(until, end_unix_us, enough) {
             return Ok(());
