@@ -40,6 +40,10 @@ pub struct DatabaseFloor {
     /// after the record that wrote it.
     written: i64,
     written_lsn: pg_sys::XLogRecPtr,
+    /// The oldest value above `durable` that this backend read or wrote before `written`, and
+    /// its WAL position: when a tick passes `durable`, this older one usually covers it and is
+    /// flushed already, where `written` may have been read a moment ago.
+    pending: Option<(i64, pg_sys::XLogRecPtr)>,
     /// The part of `written` known to be flushed.
     durable: i64,
 }
@@ -52,6 +56,7 @@ impl DatabaseFloor {
             ours: false,
             written: i64::MIN,
             written_lsn: 0,
+            pending: None,
             durable: i64::MIN,
         }
     }
@@ -99,10 +104,39 @@ impl DatabaseFloor {
             }
         }
         if end_unix_us > self.durable {
-            // SAFETY: flushing WAL up to a position already inserted, outside a critical section.
-            unsafe { pg_sys::XLogFlush(self.written_lsn) };
-            self.durable = self.written;
+            self.make_durable(end_unix_us);
         }
+    }
+
+    /// Makes a value at or above `end_unix_us` durable with the least waiting: nothing when the
+    /// WAL is flushed past the newest write, else the oldest write that covers the tick (a
+    /// reader took the newest one's position a moment ago, which the WAL writer may not have
+    /// flushed yet: waiting for it was the slow-fsync tail of 0.7.0).
+    fn make_durable(&mut self, end_unix_us: i64) {
+        // SAFETY: reads the flushed WAL position from shared memory; no timeline is asked for.
+        let flushed = unsafe { pg_sys::GetFlushRecPtr(std::ptr::null_mut()) };
+        let (value, lsn) = match self.pending {
+            Some((value, lsn)) if value >= end_unix_us && self.written_lsn > flushed => {
+                (value, lsn)
+            }
+            _ => (self.written, self.written_lsn),
+        };
+        if lsn > flushed {
+            // SAFETY: flushing WAL up to a position already inserted, outside a critical section.
+            unsafe { pg_sys::XLogFlush(lsn) };
+        }
+        self.durable = value;
+        self.pending = None;
+    }
+
+    /// Records `value` as written to the relation at or before WAL position `lsn`, keeping the
+    /// oldest value not yet known durable as the pending one.
+    fn record(&mut self, value: i64, lsn: pg_sys::XLogRecPtr) {
+        if self.written > self.durable && self.pending.is_none() {
+            self.pending = Some((self.written, self.written_lsn));
+        }
+        self.written = value;
+        self.written_lsn = lsn;
     }
 
     /// `snowflake_raise_floor`: the relation rises to `until_unix_us` (if below), flushed.
@@ -114,9 +148,7 @@ impl DatabaseFloor {
         if self.written < until_unix_us {
             self.write(relation, until_unix_us);
         }
-        // SAFETY: as in `cover`.
-        unsafe { pg_sys::XLogFlush(self.written_lsn) };
-        self.durable = self.written;
+        self.make_durable(self.written);
     }
 
     fn read(&mut self, relations: Relations, shared: &SharedState) {
@@ -126,8 +158,7 @@ impl DatabaseFloor {
         // waited for, so it lies before this position.
         let lsn = flushable_insert_position();
         if value > self.written {
-            self.written = value;
-            self.written_lsn = lsn;
+            self.record(value, lsn);
         }
         // A value another cluster wrote covers IDs this server never saw: no ID may be issued
         // below it. One this cluster wrote (here, or on the primary whose WAL this server
@@ -147,9 +178,8 @@ impl DatabaseFloor {
             self.ours = true;
         }
         relations.set(relations.floor, value);
-        self.written = value;
         // SAFETY: this backend's end of its last WAL record, which setval just inserted.
-        self.written_lsn = unsafe { pg_sys::XactLastRecEnd };
+        self.record(value, unsafe { pg_sys::XactLastRecEnd });
     }
 }
 
