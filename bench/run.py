@@ -111,7 +111,8 @@ def measure(args, cluster, library, results_dir):
         attempt("strace", lambda: evidence_strace(cluster, results_dir, args.n))
         attempt("perf", lambda: evidence_perf(cluster, results_dir, args.n, library))
         attempt("wait_events", lambda: evidence_wait_events(
-            cluster, ["snowflake", "snowflake_wide", "nextval_c1", "instagram"], 4, 3, 10_000))
+            cluster, ["snowflake", "snowflake_wide", "pgedge", "nextval_c1", "instagram"], 4, 3,
+            10_000))
         cluster.stop()
         log(f"tail latency with every fsync slowed by {args.slow_fsync_us} µs")
         cluster.start(cluster.slow_fsync_environment(args.slow_fsync_us))

@@ -169,7 +169,7 @@ def evidence_wait_events(cluster, keys, clients, seconds, batch):
 # --------------------------------------------------------------------------------------------
 # perf
 
-PERF_KEYS = ("snowflake", "snowflake_wide", "random")
+PERF_KEYS = ("snowflake", "snowflake_wide", "pgedge", "random")
 PERF_LINE = re.compile(r"^\s+([\d.]+)%\s+(.+?)\s+\[([.k])\]\s+(.*?)\s*$")
 
 

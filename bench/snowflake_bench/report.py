@@ -496,7 +496,7 @@ def perf_section(perf, n):
     keys = [key for key in PERF_KEYS if key in perf]
     out = [
         "### Where the time goes (perf record -e cpu-clock on the backend)\n",
-        f"5 × `{count_sql('snowflake', n)}`, the same with 'wide' and with random(), sampled "
+        f"5 × `{count_sql('snowflake', n)}`, the same with 'wide', pgEdge's and random(), sampled "
         "at 5 kHz (perf-*.txt have the top symbols). Share of the backend's CPU time by "
         "object, and the ns of CPU per ID it stands for (cpu-clock does not count sleeps; "
         "wall time per ID: " + ", ".join(

@@ -198,13 +198,26 @@ impl Cluster {
 /// A server tests open sessions on: a [`Cluster`], or a node of a
 /// [`auto_failover::Formation`](crate::auto_failover::Formation).
 pub trait Server: Sync {
-    /// A new session in database `postgres` as superuser `postgres`; panics on failure.
+    /// A new session as superuser `postgres` (a cluster's in database `postgres`); panics on
+    /// failure.
     fn session(&self) -> Client;
 }
 
 impl Server for Cluster {
     fn session(&self) -> Client {
         self.connect()
+    }
+}
+
+/// One database of a cluster, as a [`Server`] whose sessions connect to it.
+pub struct InDatabase<'a> {
+    pub cluster: &'a Cluster,
+    pub database: &'a str,
+}
+
+impl Server for InDatabase<'_> {
+    fn session(&self) -> Client {
+        self.cluster.connect_to(self.database)
     }
 }
 

@@ -9,6 +9,8 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::{wait_until, Cluster};
+
 pub struct LaggingLink {
     port: u16,
     cut: Arc<AtomicBool>,
@@ -65,6 +67,39 @@ impl LaggingLink {
 
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// Puts a link delaying WAL by `lag` between `primary` (listening on 127.0.0.1) and its
+    /// streaming `standby`: points the standby's `primary_conninfo` at it, waits until the
+    /// standby streams through it and has caught up with the primary.
+    pub fn between(primary: &Cluster, standby: &Cluster, lag: Duration) -> LaggingLink {
+        let link = LaggingLink::start(primary.port(), lag);
+        let mut client = standby.connect();
+        // Two statements: ALTER SYSTEM cannot run inside the implicit transaction of a batch.
+        client
+            .batch_execute(&format!(
+                "ALTER SYSTEM SET primary_conninfo = 'host=127.0.0.1 port={} user=postgres'",
+                link.port()
+            ))
+            .unwrap();
+        client.batch_execute("SELECT pg_reload_conf()").unwrap();
+        let through_link = wait_until(Duration::from_secs(60), || {
+            client
+                .query_opt(
+                    "SELECT 1 FROM pg_stat_wal_receiver
+                     WHERE status = 'streaming' AND sender_port = $1",
+                    &[&i32::from(link.port())],
+                )
+                .unwrap()
+                .is_some()
+        });
+        assert!(
+            through_link,
+            "the standby does not stream through the link\n{}",
+            standby.log_tail()
+        );
+        primary.wait_for_standby(standby, Duration::from_secs(60));
+        link
     }
 
     /// Drops everything in flight, closes every connection and accepts no new one.

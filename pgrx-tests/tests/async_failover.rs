@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use snowflake_id_cluster_tests::fixtures::text;
 use snowflake_id_cluster_tests::lagging_link::LaggingLink;
-use snowflake_id_cluster_tests::{error_parts, wait_until, Client, Cluster};
+use snowflake_id_cluster_tests::{error_parts, Client, Cluster};
 
 const JS53_TABLE: &str = "CREATE EXTENSION snowflake_id;
     SELECT snowflake_create_sequence('web', 'js53');
@@ -40,31 +40,7 @@ fn lagging_pair(
         .unwrap();
     let standby = primary.replica().faketime_at(standby_clock).start();
     primary.wait_for_standby(&standby, Duration::from_secs(60));
-    let link = LaggingLink::start(primary.port(), lag);
-    let mut client = standby.connect();
-    // Two statements: ALTER SYSTEM cannot run inside the implicit transaction of a batch.
-    client
-        .batch_execute(&format!(
-            "ALTER SYSTEM SET primary_conninfo = 'host=127.0.0.1 port={} user=postgres'",
-            link.port()
-        ))
-        .unwrap();
-    client.batch_execute("SELECT pg_reload_conf()").unwrap();
-    let through_link = wait_until(Duration::from_secs(60), || {
-        client
-            .query_opt(
-                "SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming' AND sender_port = $1",
-                &[&i32::from(link.port())],
-            )
-            .unwrap()
-            .is_some()
-    });
-    assert!(
-        through_link,
-        "the standby does not stream through the link\n{}",
-        standby.log_tail()
-    );
-    primary.wait_for_standby(&standby, Duration::from_secs(60));
+    let link = LaggingLink::between(&primary, &standby, lag);
     (primary, standby, link)
 }
 
