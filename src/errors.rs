@@ -7,6 +7,7 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use snowflake_id_core::base32;
 use snowflake_id_core::layout::{DecodeError, Field, Layout};
+use snowflake_id_core::partitions::SpanError;
 use snowflake_id_core::reservation;
 use snowflake_id_core::sequence_options::OptionsError;
 
@@ -306,6 +307,44 @@ pub fn time_out_of_range(sequence: &str) -> Error {
     Error::new(
         PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
         format!("the time of this ID of snowflake sequence \"{sequence}\" is out of range"),
+        None,
+    )
+}
+
+// Time partitions (docs/partitioning.md).
+
+/// A partition span that is not a whole, positive number of the sequence's ticks, or has months.
+pub fn invalid_partition_span(
+    sequence: &str,
+    layout: &Layout,
+    span: &str,
+    problem: Option<&SpanError>,
+) -> Error {
+    let problem = problem.map_or_else(
+        || "months and years have no fixed length".to_owned(),
+        SpanError::to_string,
+    );
+    Error::new(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("interval '{span}' cannot partition snowflake sequence \"{sequence}\": {problem}"),
+        Some(format!(
+            "Use a positive interval of days, hours, minutes or seconds that is a whole number \
+             of the sequence's {} µs ticks, such as '1 day'.",
+            layout.time_unit_us
+        )),
+    )
+}
+
+/// A time outside the sequence's IDs (before its epoch or after its time field runs out).
+pub fn time_outside_sequence(sequence: &str, layout: &Layout, unix_us: i64) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
+        format!(
+            "snowflake sequence \"{sequence}\" makes no IDs at {}: its IDs run from {} to {}",
+            format_unix_us(unix_us),
+            format_unix_us(layout.epoch_unix_us),
+            format_unix_us(layout.exhausted_at_unix_us())
+        ),
         None,
     )
 }

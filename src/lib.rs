@@ -26,6 +26,8 @@ mod timestamps;
 #[cfg(any(test, feature = "pg_test"))]
 mod convert_column_tests;
 #[cfg(any(test, feature = "pg_test"))]
+mod partition_tests;
+#[cfg(any(test, feature = "pg_test"))]
 mod sql_tests;
 
 ::pgrx::pg_module_magic!(name, version);

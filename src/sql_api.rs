@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 use pgrx::prelude::*;
 use snowflake_id_core::base32;
 use snowflake_id_core::layout::{Layout, Parts};
+use snowflake_id_core::partitions::{Bounds, Span, SpanError};
 use snowflake_id_core::sequence_options::{self, SequenceOptions};
 use snowflake_id_core::worker_ids;
 
@@ -167,6 +168,42 @@ fn snowflake_max_id(ts: TimestampWithTimeZone, seq: default!(&str, "'default'"))
         TickOf::Tick(tick) => layout.max_id_of_tick(tick).unwrap_or(i64::MAX),
         TickOf::AfterEnd => last_id(&layout),
     }
+}
+
+/// How many IDs of sequence `seq` a span of time covers: the width of a time partition of its
+/// IDs (docs/partitioning.md).
+#[pg_extern(stable, parallel_safe)]
+fn snowflake_partition_width(span: Interval, seq: default!(&str, "'default'")) -> i64 {
+    let layout = backend::layout_of(seq);
+    partition_span(seq, &layout, span).width()
+}
+
+/// The partition of `span` (counted from the sequence's epoch) that holds the IDs made at `ts`:
+/// `lower <= id < upper`, `upper` NULL past the largest `bigint` (`MAXVALUE`).
+#[pg_extern(stable, parallel_safe, name = "snowflake_partition_bounds")]
+fn snowflake_partition_bounds_at(
+    ts: TimestampWithTimeZone,
+    span: Interval,
+    seq: default!(&str, "'default'"),
+) -> TableIterator<'static, (name!(lower, i64), name!(upper, Option<i64>))> {
+    let layout = backend::layout_of(seq);
+    let span = partition_span(seq, &layout, span);
+    let TickOf::Tick(tick) = tick_containing(&layout, ts) else {
+        errors::time_outside_sequence(seq, &layout, unix_us(ts)).raise()
+    };
+    bounds_row(span.bounds_of_tick(tick))
+}
+
+/// The partition of `span` that holds ID `id` of the sequence.
+#[pg_extern(stable, parallel_safe, name = "snowflake_partition_bounds")]
+fn snowflake_partition_bounds_of(
+    id: i64,
+    span: Interval,
+    seq: default!(&str, "'default'"),
+) -> TableIterator<'static, (name!(lower, i64), name!(upper, Option<i64>))> {
+    let layout = backend::layout_of(seq);
+    let span = partition_span(seq, &layout, span);
+    bounds_row(span.bounds_of_tick(decompose(seq, &layout, id).tick))
 }
 
 /// Creates a named sequence from a preset, with any field overridden by name.
@@ -402,6 +439,30 @@ fn tick_containing(layout: &Layout, ts: TimestampWithTimeZone) -> TickOf {
         Some(tick) if tick > layout.max_tick() => TickOf::AfterEnd,
         Some(tick) => TickOf::Tick(tick),
     }
+}
+
+/// `span` as a partition span of `layout`; raises for months, or a span not a whole positive
+/// number of ticks. Days are 24 hours: partitions follow UTC, not a time zone's daylight saving.
+fn partition_span(seq: &str, layout: &Layout, span: Interval) -> Span {
+    let invalid = |problem: Option<&SpanError>| {
+        errors::invalid_partition_span(seq, layout, &span.to_string(), problem).raise()
+    };
+    if span.months() != 0 {
+        invalid(None);
+    }
+    let span_us = i64::from(span.days())
+        .checked_mul(DAY_US)
+        .and_then(|days| days.checked_add(span.micros()))
+        .unwrap_or(i64::MAX);
+    Span::new(layout, span_us).unwrap_or_else(|problem| invalid(Some(&problem)))
+}
+
+const DAY_US: i64 = 86_400_000_000;
+
+fn bounds_row(
+    bounds: Bounds,
+) -> TableIterator<'static, (name!(lower, i64), name!(upper, Option<i64>))> {
+    TableIterator::once((bounds.lower, bounds.upper))
 }
 
 /// The largest ID a layout can make.

@@ -1,7 +1,8 @@
 //! The ways an ID reaches a column besides a plain `bigint` default (issue: "the floor misses IDs
 //! it claims to cover"): a default calling a wrapper function, IDs the application fetched and
 //! inserted itself, IDs set by a trigger, `numeric` and `text` columns, a composite primary key
-//! `(tenant_id, id)` and a column of a domain over `bigint`. Tests fill them in a database of an
+//! `(tenant_id, id)`, a column of a domain over `bigint`, and a table range-partitioned on the
+//! ID by UTC day (docs/partitioning.md), with a default partition. Tests fill them in a database of an
 //! old cluster and check that the cluster that gets the database (pg_upgrade, a dump) continues
 //! above every ID stored in any of them.
 
@@ -36,7 +37,20 @@ const SHAPES: &str = "
     CREATE TABLE tenant_keyed (tenant_id int, id bigint DEFAULT snowflake_nextval(), n int,
                                PRIMARY KEY (tenant_id, id));
     CREATE DOMAIN order_id AS bigint CHECK (VALUE > 0);
-    CREATE TABLE domained (id order_id PRIMARY KEY DEFAULT snowflake_nextval(), n int);";
+    CREATE TABLE domained (id order_id PRIMARY KEY DEFAULT snowflake_nextval(), n int);
+    CREATE TABLE partitioned (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), n int)
+        PARTITION BY RANGE (id);
+    CREATE TABLE partitioned_default PARTITION OF partitioned DEFAULT;
+    DO $$
+    DECLARE today date := (now() AT TIME ZONE 'UTC')::date; day date; b record;
+    BEGIN
+        FOR day IN SELECT generate_series(today - 1, today + 1, '1 day')::date LOOP
+            SELECT * INTO b
+            FROM snowflake_partition_bounds(day::timestamp AT TIME ZONE 'UTC', '1 day');
+            EXECUTE format('CREATE TABLE %I PARTITION OF partitioned FOR VALUES FROM (%s) TO (%s)',
+                           'partitioned_' || to_char(day, 'YYYYMMDD'), b.lower, b.upper);
+        END LOOP;
+    END $$;";
 
 /// Inserts `rows` rows into every shape's table, in one statement each (the fetched IDs come
 /// from `SELECT snowflake_nextval()` first, as an application would take them).
@@ -48,6 +62,7 @@ pub fn fill(client: &mut Client, rows: i64) {
         "INSERT INTO as_text (n) SELECT g FROM generate_series(1, $1::bigint) g",
         "INSERT INTO tenant_keyed (tenant_id, n) SELECT g % 7, g FROM generate_series(1, $1::bigint) g",
         "INSERT INTO domained (n) SELECT g FROM generate_series(1, $1::bigint) g",
+        "INSERT INTO partitioned (n) SELECT g FROM generate_series(1, $1::bigint) g",
     ];
     for statement in statements {
         client
@@ -78,7 +93,7 @@ pub fn stored(client: &mut Client) -> Vec<i64> {
             "SELECT id FROM wrapped UNION ALL SELECT id FROM fetched
              UNION ALL SELECT id FROM triggered UNION ALL SELECT id::bigint FROM as_numeric
              UNION ALL SELECT id::bigint FROM as_text UNION ALL SELECT id FROM tenant_keyed
-             UNION ALL SELECT id FROM domained",
+             UNION ALL SELECT id FROM domained UNION ALL SELECT id FROM partitioned",
             &[],
         )
         .unwrap()

@@ -68,7 +68,7 @@ fn dump_restored_into_a_new_cluster_ten_minutes_behind_continues_above_the_store
         4 * ROWS,
     );
     println!(
-        "[{test}] second database: {} IDs stored in 7 column shapes; {} new IDs: {below} at or \
+        "[{test}] second database: {} IDs stored in 8 column shapes; {} new IDs: {below} at or \
          below the newest stored, {equal} equal to a stored one",
         stored_shapes.len(),
         4 * ROWS

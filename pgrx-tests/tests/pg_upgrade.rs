@@ -76,7 +76,7 @@ fn upgraded_cluster_continues_above_the_ids_in_its_tables() {
         NEW_IDS,
     );
     println!(
-        "[{test}] second database: {} IDs stored in 7 column shapes; {NEW_IDS} new IDs: {below} \
+        "[{test}] second database: {} IDs stored in 8 column shapes; {NEW_IDS} new IDs: {below} \
          at or below the newest stored, {equal} equal to a stored one",
         stored_shapes.len()
     );

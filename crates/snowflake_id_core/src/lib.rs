@@ -12,6 +12,7 @@
 //! - [`reservation`]: the durable high-water mark's file format and atomic write (§5).
 //! - [`renewal`]: when the reservation is renewed, by whom and to where (§5.1, §5.2).
 //! - [`base32`]: the compact text form of an ID and its parser (§6).
+//! - [`partitions`]: the ID ranges of time partitions (docs/partitioning.md).
 //!
 //! The functions on the ID hot path are `#[inline]`: the extension calls them across the crate
 //! boundary, where Rust does not inline a non-generic function otherwise.
@@ -21,6 +22,7 @@ pub mod base32;
 pub mod cluster_clock;
 pub mod generator;
 pub mod layout;
+pub mod partitions;
 pub mod renewal;
 pub mod reservation;
 pub mod sequence_options;

@@ -7,7 +7,7 @@ The ordering of items is not stable, it is driven by a dependency graph.
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/lib.rs:33
+-- src/lib.rs:35
 -- bootstrap
 -- Objects the Rust functions refer to; created before them.
 
@@ -60,7 +60,7 @@ GRANT SELECT ON snowflake_sequence_catalog TO PUBLIC;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/lib.rs:36
+-- src/lib.rs:38
 -- requires:
 --   bootstrap
 
@@ -205,7 +205,7 @@ COMMENT ON FUNCTION snowflake_convert_column(regclass, name, text) IS
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:286
+-- src/sql_api.rs:323
 -- snowflake_id::sql_api::snowflake_citus_forget_sequence
 CREATE  FUNCTION "snowflake_citus_forget_sequence"(
 	"name" TEXT /* & str */
@@ -217,7 +217,7 @@ AS 'MODULE_PATHNAME', 'snowflake_citus_forget_sequence_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:246
+-- src/sql_api.rs:283
 -- snowflake_id::sql_api::snowflake_citus_receive_sequence
 CREATE  FUNCTION "snowflake_citus_receive_sequence"(
 	"name" TEXT, /* & str */
@@ -237,7 +237,7 @@ AS 'MODULE_PATHNAME', 'snowflake_citus_receive_sequence_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:174
+-- src/sql_api.rs:211
 -- snowflake_id::sql_api::snowflake_create_sequence
 CREATE  FUNCTION "snowflake_create_sequence"(
 	"name" TEXT, /* Option < & str > */
@@ -257,7 +257,7 @@ AS 'MODULE_PATHNAME', 'snowflake_create_sequence_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:86
+-- src/sql_api.rs:87
 -- snowflake_id::sql_api::snowflake_currval
 CREATE  FUNCTION "snowflake_currval"(
 	"seq" TEXT DEFAULT 'default' /* & str */
@@ -268,7 +268,7 @@ AS 'MODULE_PATHNAME', 'snowflake_currval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:110
+-- src/sql_api.rs:111
 -- snowflake_id::sql_api::snowflake_decode
 CREATE  FUNCTION "snowflake_decode"(
 	"id" bigint, /* i64 */
@@ -281,7 +281,7 @@ AS 'MODULE_PATHNAME', 'snowflake_decode_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:216
+-- src/sql_api.rs:253
 -- snowflake_id::sql_api::snowflake_drop_sequence
 CREATE  FUNCTION "snowflake_drop_sequence"(
 	"name" TEXT /* & str */
@@ -293,7 +293,7 @@ AS 'MODULE_PATHNAME', 'snowflake_drop_sequence_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:104
+-- src/sql_api.rs:105
 -- snowflake_id::sql_api::snowflake_from_base32
 CREATE  FUNCTION "snowflake_from_base32"(
 	"text" TEXT /* & str */
@@ -304,7 +304,7 @@ AS 'MODULE_PATHNAME', 'snowflake_from_base32_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:92
+-- src/sql_api.rs:93
 -- snowflake_id::sql_api::snowflake_lastval
 CREATE  FUNCTION "snowflake_lastval"() RETURNS bigint /* i64 */
 STRICT VOLATILE PARALLEL UNSAFE
@@ -313,7 +313,7 @@ AS 'MODULE_PATHNAME', 'snowflake_lastval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:162
+-- src/sql_api.rs:163
 -- snowflake_id::sql_api::snowflake_max_id
 CREATE  FUNCTION "snowflake_max_id"(
 	"ts" timestamp with time zone, /* TimestampWithTimeZone */
@@ -325,7 +325,7 @@ AS 'MODULE_PATHNAME', 'snowflake_max_id_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:150
+-- src/sql_api.rs:151
 -- snowflake_id::sql_api::snowflake_min_id
 CREATE  FUNCTION "snowflake_min_id"(
 	"ts" timestamp with time zone, /* TimestampWithTimeZone */
@@ -337,7 +337,7 @@ AS 'MODULE_PATHNAME', 'snowflake_min_id_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:80
+-- src/sql_api.rs:81
 -- snowflake_id::sql_api::snowflake_nextval
 CREATE  FUNCTION "snowflake_nextval"(
 	"seq" TEXT, /* & str */
@@ -349,7 +349,51 @@ AS 'MODULE_PATHNAME', 'snowflake_nextval_with_gene_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:237
+-- src/sql_api.rs:183
+-- snowflake_id::sql_api::snowflake_partition_bounds
+CREATE  FUNCTION "snowflake_partition_bounds"(
+	"ts" timestamp with time zone, /* TimestampWithTimeZone */
+	"span" interval, /* Interval */
+	"seq" TEXT DEFAULT 'default' /* & str */
+) RETURNS TABLE (
+	"lower" bigint,  /* i64 */
+	"upper" bigint  /* Option < i64 > */
+)
+STRICT STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_partition_bounds_at_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/sql_api.rs:198
+-- snowflake_id::sql_api::snowflake_partition_bounds
+CREATE  FUNCTION "snowflake_partition_bounds"(
+	"id" bigint, /* i64 */
+	"span" interval, /* Interval */
+	"seq" TEXT DEFAULT 'default' /* & str */
+) RETURNS TABLE (
+	"lower" bigint,  /* i64 */
+	"upper" bigint  /* Option < i64 > */
+)
+STRICT STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_partition_bounds_of_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/sql_api.rs:175
+-- snowflake_id::sql_api::snowflake_partition_width
+CREATE  FUNCTION "snowflake_partition_width"(
+	"span" interval, /* Interval */
+	"seq" TEXT DEFAULT 'default' /* & str */
+) RETURNS bigint /* i64 */
+STRICT STABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_partition_width_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/sql_api.rs:274
 -- snowflake_id::sql_api::snowflake_raise_floor
 CREATE  FUNCTION "snowflake_raise_floor"(
 	"until" timestamp with time zone /* TimestampWithTimeZone */
@@ -360,7 +404,7 @@ AS 'MODULE_PATHNAME', 'snowflake_raise_floor_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:339
+-- src/sql_api.rs:376
 -- snowflake_id::sql_api::snowflake_stats
 CREATE  FUNCTION "snowflake_stats"() RETURNS TABLE (
 	"backward_steps" bigint,  /* i64 */
@@ -385,7 +429,7 @@ AS 'MODULE_PATHNAME', 'snowflake_stats_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:141
+-- src/sql_api.rs:142
 -- snowflake_id::sql_api::snowflake_timestamp
 CREATE  FUNCTION "snowflake_timestamp"(
 	"id" bigint, /* i64 */
@@ -397,7 +441,7 @@ AS 'MODULE_PATHNAME', 'snowflake_timestamp_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:98
+-- src/sql_api.rs:99
 -- snowflake_id::sql_api::snowflake_to_base32
 CREATE  FUNCTION "snowflake_to_base32"(
 	"id" bigint /* i64 */
@@ -408,7 +452,7 @@ AS 'MODULE_PATHNAME', 'snowflake_to_base32_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/lib.rs:43
+-- src/lib.rs:45
 -- requires:
 --   convert_column
 --   sql_api::snowflake_create_sequence
@@ -648,7 +692,7 @@ $convert$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/lib.rs:58
+-- src/lib.rs:60
 -- requires:
 --   durable_floor_and_hardening
 --   sql_api::snowflake_citus_receive_sequence
@@ -764,7 +808,7 @@ $function$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/lib.rs:68
+-- src/lib.rs:70
 -- requires:
 --   citus
 --   sql_api::snowflake_raise_floor
@@ -810,7 +854,7 @@ REVOKE EXECUTE ON FUNCTION snowflake_raise_floor(timestamptz) FROM PUBLIC;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:297
+-- src/sql_api.rs:334
 -- snowflake_id::sql_api::snowflake_worker_slots
 CREATE  FUNCTION "snowflake_worker_slots"() RETURNS TABLE (
 	"worker" INT,  /* i32 */
@@ -827,7 +871,7 @@ AS 'MODULE_PATHNAME', 'snowflake_worker_slots_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/lib.rs:76
+-- src/lib.rs:78
 -- requires:
 --   database_floor
 --   sql_api::snowflake_worker_slots
@@ -902,7 +946,7 @@ AS 'MODULE_PATHNAME', 'snowflake_stats_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/lib.rs:88
+-- src/lib.rs:90
 -- requires:
 --   worker_spaces
 
@@ -1189,7 +1233,7 @@ $convert$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/lib.rs:34
+-- src/lib.rs:36
 -- finalize
 -- Views over the Rust functions; created after them.
 
