@@ -69,6 +69,23 @@ private_apt() {
             -o Dir::Cache="$SOURCE_APT_DIR/cache" "$@"
 }
 
+# update_source_index: fetches the signed source indexes of trixie and sid into the private
+# apt configuration (apt checks their signatures against Debian's archive keyring).
+update_source_index() {
+    mkdir -p "$SOURCE_APT_DIR/lists/partial" "$SOURCE_APT_DIR/cache/archives/partial"
+    cat > "$SOURCE_APT_DIR/sources.list" <<SOURCES
+deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main
+deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian sid main
+SOURCES
+    private_apt update -qq
+}
+
+# ensure_source_index: update_source_index unless the indexes are already here.
+ensure_source_index() {
+    compgen -G "$SOURCE_APT_DIR/lists/*_dists_trixie_main_source_Sources*" >/dev/null \
+        || update_source_index
+}
+
 # install_postgres_from_source MAJOR: fetches, builds and installs PostgreSQL MAJOR into
 # $SOURCE_PG_ROOT/MAJOR, unless that prefix already holds a complete build (its BUILD-INFO file
 # is written last).
@@ -80,12 +97,7 @@ install_postgres_from_source() {
     suite=$(debian_suite_of "$major")
     apt_install_missing "${SOURCE_PG_BUILD_PACKAGES[@]}"
     step "PostgreSQL $major from Debian's source package postgresql-$major ($suite) -> $prefix"
-    mkdir -p "$SOURCE_APT_DIR/lists/partial" "$SOURCE_APT_DIR/cache/archives/partial"
-    cat > "$SOURCE_APT_DIR/sources.list" <<SOURCES
-deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main
-deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian sid main
-SOURCES
-    private_apt update -qq
+    update_source_index
     rm -rf "$SOURCE_BUILD_DIR/$major"
     mkdir -p "$SOURCE_BUILD_DIR/$major"
     (
@@ -169,6 +181,7 @@ install_pg_auto_failover_from_source() {
     apt_install_missing libkrb5-dev libselinux1-dev libpam0g-dev libncurses-dev libedit-dev \
         libxslt1-dev libnuma-dev
     step "pg_auto_failover from Debian's source package pg-auto-failover (trixie) -> $prefix"
+    ensure_source_index
     rm -rf "$build"
     mkdir -p "$build"
     (
@@ -178,6 +191,34 @@ install_pg_auto_failover_from_source() {
         make -j"$(nproc)" PG_CONFIG="$prefix/bin/pg_config" >make.log 2>&1 \
             || { tail -n 40 make.log >&2; exit 1; }
         make install PG_CONFIG="$prefix/bin/pg_config" >install.log 2>&1 \
+            || { tail -n 40 install.log >&2; exit 1; }
+    )
+    rm -rf "$build"
+}
+
+# install_pg_partman_from_source MAJOR: pg_partman 5.x (the extension, without its background
+# worker, which run_maintenance() called by hand or from cron does without) from the upstream
+# tarball of Debian's source package pg-partman (trixie) into PostgreSQL MAJOR's installation.
+# The partitioning tests run it; Debian 12 packages only 4.7, whose API differs. Skipped when
+# MAJOR already has a 5.x.
+install_pg_partman_from_source() {
+    local pg_config build="$SOURCE_BUILD_DIR/pg-partman-$1" tarball control
+    pg_config=$(pg_config_of "$1")
+    control="$("$pg_config" --sharedir)/extension/pg_partman.control"
+    if grep -qs "^default_version = '5\." "$control"; then
+        return 0
+    fi
+    step "pg_partman from Debian's source package pg-partman (trixie) -> PostgreSQL $1"
+    ensure_source_index
+    rm -rf "$build"
+    mkdir -p "$build"
+    (
+        cd "$build"
+        tarball=$(fetch_orig_tarball pg-partman trixie)
+        tar --extract --gzip --file "$tarball" --strip-components=1
+        make NO_BGW=1 PG_CONFIG="$pg_config" >make.log 2>&1 \
+            || { tail -n 40 make.log >&2; exit 1; }
+        make NO_BGW=1 install PG_CONFIG="$pg_config" >install.log 2>&1 \
             || { tail -n 40 install.log >&2; exit 1; }
     )
     rm -rf "$build"

@@ -65,6 +65,12 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
     install_pgedge_snowflake "$major"
 done
 
+# pg_partman 5.x for the partitioning tests (pgrx-tests/tests/pg_partman.rs), from Debian's
+# source package pg-partman (trixie), checked against its signed source index.
+for major in "${SUPPORTED_PG_MAJORS[@]}"; do
+    install_pg_partman_from_source "$major"
+done
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
