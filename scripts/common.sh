@@ -49,6 +49,24 @@ apt_install_missing() {
     fi
 }
 
+# apt_install_missing_services PACKAGE…: apt_install_missing for packages that ship a service
+# (Prometheus, postgres_exporter): a policy-rc.d for the length of the install keeps it from
+# starting them, and their units are disabled, so nothing listens but what the tests start.
+apt_install_missing_services() {
+    local policy=/usr/sbin/policy-rc.d
+    if [ -e "$policy" ]; then
+        apt_install_missing "$@"
+    else
+        (
+            trap 'rm -f "$policy"' EXIT
+            printf '#!/bin/sh\nexit 101\n' > "$policy"
+            chmod 755 "$policy"
+            apt_install_missing "$@"
+        )
+    fi
+    systemctl disable --now "$@" >/dev/null 2>&1 || true
+}
+
 # (Also the extension's default_version: cargo-pgrx and install_extension_files fill it in.)
 cargo_package_version() {
     awk -F'"' '/^\[/ { section = $0 } section == "[package]" && /^version *=/ { print $2; exit }' \

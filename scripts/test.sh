@@ -65,6 +65,10 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
     install_pgedge_snowflake "$major"
 done
 
+# postgres_exporter and promtool (Debian's prometheus) for the monitoring tests
+# (pgrx-tests/tests/monitoring.rs); their services are not started.
+apt_install_missing_services prometheus-postgres-exporter prometheus
+
 # pg_partman 5.x for the partitioning tests (pgrx-tests/tests/pg_partman.rs), from Debian's
 # source package pg-partman (trixie), checked against its signed source index.
 for major in "${SUPPORTED_PG_MAJORS[@]}"; do

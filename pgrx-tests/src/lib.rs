@@ -41,6 +41,7 @@ pub mod column_shapes;
 pub mod fixtures;
 pub mod lagging_link;
 pub mod pgbouncer;
+pub mod postgres_exporter;
 
 pub use assertions::{error_parts, wait_until};
 pub use builder::ClusterBuilder;
