@@ -49,6 +49,9 @@ pub(crate) enum Origin {
         backup: PathBuf,
         archive: PathBuf,
     },
+    /// `pgbackrest … restore` into the new data directory (`restore` holds its arguments but
+    /// `--pg1-path`); pgBackRest writes the recovery settings.
+    PgBackRestRestore { bin: PathBuf, restore: Vec<String> },
 }
 
 impl Cluster {
@@ -156,7 +159,9 @@ impl ClusterBuilder {
         });
         let bin = match &self.origin {
             Origin::Initdb => self.installation.clone().unwrap_or_else(postgres_bin_dir),
-            Origin::Standby { bin, .. } | Origin::Restore { bin, .. } => bin.clone(),
+            Origin::Standby { bin, .. }
+            | Origin::Restore { bin, .. }
+            | Origin::PgBackRestRestore { bin, .. } => bin.clone(),
         };
         let cluster = Cluster {
             data: dir.join("data"),
@@ -218,6 +223,17 @@ impl ClusterBuilder {
                 cluster.write_data_file("recovery.signal", b"");
                 config.extend([
                     format!("restore_command = 'cp {}/%f %p'", archive.display()),
+                    "archive_mode = off".to_owned(),
+                    "hot_standby = on".to_owned(),
+                ]);
+            }
+            Origin::PgBackRestRestore { restore, .. } => {
+                cluster.server_command(crate::pgbackrest::PGBACKREST, |command| {
+                    command
+                        .arg(format!("--pg1-path={}", cluster.data.display()))
+                        .args(restore);
+                });
+                config.extend([
                     "archive_mode = off".to_owned(),
                     "hot_standby = on".to_owned(),
                 ]);

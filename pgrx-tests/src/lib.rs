@@ -40,6 +40,7 @@ pub mod citus;
 pub mod column_shapes;
 pub mod fixtures;
 pub mod lagging_link;
+pub mod pgbackrest;
 pub mod pgbouncer;
 pub mod postgres_exporter;
 
