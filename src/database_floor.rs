@@ -10,14 +10,19 @@
 //! an ID of a tick leaves it makes sure the relation covers that tick's end durably: it writes
 //! the published reservation into it half a window before it is needed, and flushes the WAL up
 //! to that write only when the tick gets there (by then the reservation worker's next renewal,
-//! which flushes the WAL, or the WAL writer has, so no session waits for a flush).
+//! which flushes the WAL, or the WAL writer has, so no session waits for a flush). Writes take
+//! an LWLock, so the relation only rises, and leave the relation's last two writes in shared
+//! memory: a backend that reads a value written a moment ago relies on the write before it,
+//! whose WAL is flushed by then, instead of waiting for the newest one's.
+
+use std::sync::atomic::Ordering;
 
 use pgrx::prelude::*;
 
 use crate::catalog::CatalogTable;
 use crate::errors;
 use crate::gucs;
-use crate::shared_memory::SharedState;
+use crate::shared_memory::{FloorWriteSlot, FloorWrites, SharedState, FLOOR_WRITE_SLOTS};
 
 const RELATION_NAME: &std::ffi::CStr = c"snowflake_floor";
 /// The relation that says which cluster wrote the floor: its system identifier.
@@ -26,6 +31,21 @@ const WRITER_RELATION_NAME: &std::ffi::CStr = c"snowflake_floor_writer";
 /// How far a time may lie beyond the cluster clock for `snowflake_raise_floor`: a floor that
 /// far ahead makes IDs lead real time by as much, for ten times as long (design §3.1).
 pub const MAX_RAISE_AHEAD_US: i64 = 24 * 3_600 * 1_000_000;
+
+/// A value of a floor relation and a WAL position at or after the end of the record that wrote
+/// it: once the WAL is flushed there, the relation holds the value or more through a crash.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Write {
+    value: i64,
+    lsn: pg_sys::XLogRecPtr,
+}
+
+impl Write {
+    const NONE: Write = Write {
+        value: i64::MIN,
+        lsn: 0,
+    };
+}
 
 /// This backend's view of its database's floor relation.
 pub struct DatabaseFloor {
@@ -36,14 +56,12 @@ pub struct DatabaseFloor {
     relation: Option<Relations>,
     /// Whether the writer relation names this cluster, as this backend last read or wrote it.
     ours: bool,
-    /// The relation's value as this backend last read or wrote it, and a WAL position at or
-    /// after the record that wrote it.
-    written: i64,
-    written_lsn: pg_sys::XLogRecPtr,
-    /// The oldest value above `durable` that this backend read or wrote before `written`, and
-    /// its WAL position: when a tick passes `durable`, this older one usually covers it and is
-    /// flushed already, where `written` may have been read a moment ago.
-    pending: Option<(i64, pg_sys::XLogRecPtr)>,
+    /// The newest write this backend read or made.
+    written: Write,
+    /// The write before `written`, while above `durable`: when a tick passes `durable` it
+    /// usually covers the tick and is flushed already, where `written` may have been made a
+    /// moment ago.
+    previous: Option<Write>,
     /// The part of `written` known to be flushed.
     durable: i64,
 }
@@ -54,9 +72,8 @@ impl DatabaseFloor {
             catalog: pg_sys::InvalidOid,
             relation: None,
             ours: false,
-            written: i64::MIN,
-            written_lsn: 0,
-            pending: None,
+            written: Write::NONE,
+            previous: None,
             durable: i64::MIN,
         }
     }
@@ -88,19 +105,19 @@ impl DatabaseFloor {
     /// covers it): the relation holds at least `end_unix_us`, and the WAL holds that write.
     pub fn cover(&mut self, end_unix_us: i64, shared: &SharedState) {
         let margin = half_window_us();
-        if end_unix_us <= self.durable && end_unix_us.saturating_add(margin) <= self.written {
+        if end_unix_us <= self.durable && end_unix_us.saturating_add(margin) <= self.written.value {
             return;
         }
         let Some(relation) = self.relation else {
             return;
         };
-        if end_unix_us.saturating_add(margin) > self.written {
+        if end_unix_us.saturating_add(margin) > self.written.value {
             self.read(relation, shared);
-            if end_unix_us.saturating_add(margin) > self.written {
+            if end_unix_us.saturating_add(margin) > self.written.value {
                 // The published reservation covers `end_unix_us` by at least half a window
                 // (design §5.1), the margin this write must leave.
                 let target = shared.reserved_until().max(end_unix_us);
-                self.write(relation, target);
+                self.write(relation, target, shared);
             }
         }
         if end_unix_us > self.durable {
@@ -109,34 +126,35 @@ impl DatabaseFloor {
     }
 
     /// Makes a value at or above `end_unix_us` durable with the least waiting: nothing when the
-    /// WAL is flushed past the newest write, else the oldest write that covers the tick (a
-    /// reader took the newest one's position a moment ago, which the WAL writer may not have
-    /// flushed yet: waiting for it was the slow-fsync tail of 0.7.0).
+    /// WAL is flushed past the newest write, else the write before it when that one covers the
+    /// tick (the newest may have been made a moment ago and not be flushed yet: a session's
+    /// first ID waited for it, and a second WAL flush with its commit, in 0.7.0 and 0.8.0).
     fn make_durable(&mut self, end_unix_us: i64) {
         // SAFETY: reads the flushed WAL position from shared memory; no timeline is asked for.
         let flushed = unsafe { pg_sys::GetFlushRecPtr(std::ptr::null_mut()) };
-        let (value, lsn) = match self.pending {
-            Some((value, lsn)) if value >= end_unix_us && self.written_lsn > flushed => {
-                (value, lsn)
+        let write = match self.previous {
+            Some(previous) if previous.value >= end_unix_us && self.written.lsn > flushed => {
+                previous
             }
-            _ => (self.written, self.written_lsn),
+            _ => self.written,
         };
-        if lsn > flushed {
+        if write.lsn > flushed {
             // SAFETY: flushing WAL up to a position already inserted, outside a critical section.
-            unsafe { pg_sys::XLogFlush(lsn) };
+            unsafe { pg_sys::XLogFlush(write.lsn) };
         }
-        self.durable = value;
-        self.pending = None;
+        self.durable = write.value;
+        self.previous = None;
     }
 
-    /// Records `value` as written to the relation at or before WAL position `lsn`, keeping the
-    /// oldest value not yet known durable as the pending one.
-    fn record(&mut self, value: i64, lsn: pg_sys::XLogRecPtr) {
-        if self.written > self.durable && self.pending.is_none() {
-            self.pending = Some((self.written, self.written_lsn));
+    /// Takes `write` as the newest known when it is newer than what this backend knows.
+    fn record(&mut self, write: Write) {
+        if write.value <= self.written.value {
+            return;
         }
-        self.written = value;
-        self.written_lsn = lsn;
+        if self.written.value > self.durable {
+            self.previous = Some(self.written);
+        }
+        self.written = write;
     }
 
     /// `snowflake_raise_floor`: the relation rises to `until_unix_us` (if below), flushed.
@@ -145,41 +163,56 @@ impl DatabaseFloor {
             errors::floor_relation_missing(&catalog.schema).raise()
         };
         self.read(relation, shared);
-        if self.written < until_unix_us {
-            self.write(relation, until_unix_us);
+        if self.written.value < until_unix_us {
+            self.write(relation, until_unix_us, shared);
         }
-        self.make_durable(self.written);
+        self.make_durable(self.written.value);
     }
 
     fn read(&mut self, relations: Relations, shared: &SharedState) {
-        let value = relations.value(relations.floor).unwrap_or(i64::MIN);
+        let current = relations.current();
         self.ours = relations.value(relations.writer) == Some(this_cluster());
-        // The write that produced `value` was inserted before it released the buffer this read
-        // waited for, so it lies before this position.
-        let lsn = flushable_insert_position();
-        if value > self.written {
-            self.record(value, lsn);
+        if let Some(before) = shared.floor_writes.before(&relations, current) {
+            self.record(before);
         }
+        self.record(current);
         // A value another cluster wrote covers IDs this server never saw: no ID may be issued
         // below it. One this cluster wrote (here, or on the primary whose WAL this server
         // replayed) is below what its reservation file and WAL records hold, unless the server
         // started without the file; then only what it has not reserved itself counts.
-        let elsewhere =
-            !self.ours || (shared.started_without_reservation() && value > shared.reserved_until());
+        let elsewhere = !self.ours
+            || (shared.started_without_reservation() && current.value > shared.reserved_until());
         if elsewhere {
-            shared.raise_durable_floor(value);
+            shared.raise_durable_floor(current.value);
         }
     }
 
-    fn write(&mut self, relations: Relations, value: i64) {
-        if !self.ours {
-            // The writer first: a value that is not ours stays covered by the floor it raised.
-            relations.set(relations.writer, this_cluster());
-            self.ours = true;
-        }
-        relations.set(relations.floor, value);
-        // SAFETY: this backend's end of its last WAL record, which setval just inserted.
-        self.record(value, unsafe { pg_sys::XactLastRecEnd });
+    /// Raises the relation to `value`, unless another backend raised it as far since this one
+    /// read it: writes are serialised, so the relation only rises.
+    fn write(&mut self, relations: Relations, value: i64, shared: &SharedState) {
+        relations.lock_for_write();
+        let written = shared.floor_writes.exclusive(|slots| {
+            let current = relations.current();
+            if current.value >= value {
+                return current;
+            }
+            if !self.ours {
+                // The writer first: a value that is not ours stays covered by the floor it
+                // raised.
+                relations.set(relations.writer, this_cluster());
+                self.ours = true;
+            }
+            relations.set(relations.floor, value);
+            // SAFETY: this backend's end of its last WAL record, which setval just inserted.
+            let write = Write {
+                value,
+                lsn: unsafe { pg_sys::XactLastRecEnd },
+            };
+            slots.remember(&relations, current, write);
+            self.record(current);
+            write
+        });
+        self.record(written);
     }
 }
 
@@ -207,6 +240,43 @@ impl Relations {
         })
     }
 
+    /// The end of the last WAL record that changed the sequence's page. No privilege is
+    /// checked and no code of any role runs: the relation is opened and its one page pinned.
+    fn page_lsn(&self, relation: pg_sys::Oid) -> pg_sys::XLogRecPtr {
+        let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+        // SAFETY: a sequence relation (checked in `locate`) has one page, block 0; it is read
+        // while pinned, and the pin and the relation are released in the order they were taken.
+        unsafe {
+            let opened = pg_sys::relation_open(relation, lock);
+            let buffer = pg_sys::ReadBuffer(opened, 0);
+            let lsn = pg_sys::BufferGetLSNAtomic(buffer);
+            pg_sys::ReleaseBuffer(buffer);
+            pg_sys::relation_close(opened, lock);
+            lsn
+        }
+    }
+
+    /// The floor's value (i64::MIN before it was first set) and its page's LSN, read after the
+    /// value, so at or after the end of the record that wrote it (bounded by the insert
+    /// position, for a page `pg_upgrade` brought from another cluster's WAL).
+    fn current(&self) -> Write {
+        Write {
+            value: self.value(self.floor).unwrap_or(i64::MIN),
+            lsn: self.page_lsn(self.floor).min(flushable_insert_position()),
+        }
+    }
+
+    /// Takes the relation locks a write needs before the floor writes' LWLock, so that nothing
+    /// waits for a relation lock while holding it (an LWLock wait cannot be cancelled).
+    fn lock_for_write(&self) {
+        for relation in [self.floor, self.writer] {
+            for mode in [pg_sys::AccessShareLock, pg_sys::RowExclusiveLock] {
+                // SAFETY: a relation lock, held to the end of the transaction.
+                unsafe { pg_sys::LockRelationOid(relation, mode as pg_sys::LOCKMODE) };
+            }
+        }
+    }
+
     /// Sets the sequence to `value` with PostgreSQL's own `setval`, as the owner.
     fn set(&self, relation: pg_sys::Oid, value: i64) {
         as_owner(self.owner, || {
@@ -223,6 +293,62 @@ impl Relations {
     }
 }
 
+impl FloorWrites {
+    /// The write before `newest` of this database's floor relation, when this server made both
+    /// and `newest` is still the latest write it made there.
+    fn before(&self, relations: &Relations, newest: Write) -> Option<Write> {
+        self.locked(pg_sys::LWLockMode::LW_SHARED, |writes| {
+            let slot = writes.slot(relations);
+            let known = slot.database.load(Ordering::Relaxed) == this_database()
+                && slot.relation.load(Ordering::Relaxed) == relations.floor.to_u32()
+                && slot.newest_value.load(Ordering::Relaxed) == newest.value
+                && slot.newest_lsn.load(Ordering::Relaxed) == newest.lsn;
+            known.then(|| Write {
+                value: slot.previous_value.load(Ordering::Relaxed),
+                lsn: slot.previous_lsn.load(Ordering::Relaxed),
+            })
+        })
+    }
+
+    /// Notes, under the exclusive lock, that the relation went from `before` to `newest`.
+    fn remember(&self, relations: &Relations, before: Write, newest: Write) {
+        let slot = self.slot(relations);
+        slot.database.store(this_database(), Ordering::Relaxed);
+        slot.relation
+            .store(relations.floor.to_u32(), Ordering::Relaxed);
+        slot.newest_value.store(newest.value, Ordering::Relaxed);
+        slot.newest_lsn.store(newest.lsn, Ordering::Relaxed);
+        slot.previous_value.store(before.value, Ordering::Relaxed);
+        slot.previous_lsn.store(before.lsn, Ordering::Relaxed);
+    }
+
+    /// Runs `f` holding the lock exclusively: one write of any floor relation at a time.
+    fn exclusive<T>(&self, f: impl FnOnce(&FloorWrites) -> T) -> T {
+        self.locked(pg_sys::LWLockMode::LW_EXCLUSIVE, f)
+    }
+
+    fn locked<T>(&self, mode: pg_sys::LWLockMode::Type, f: impl FnOnce(&FloorWrites) -> T) -> T {
+        let lock = self.lock.load(Ordering::Relaxed);
+        // SAFETY: `lock` is the LWLock of our floor-writes tranche, set at startup. If `f` raises an ERROR,
+        // PostgreSQL's error recovery releases every LWLock held.
+        unsafe { pg_sys::LWLockAcquire(lock, mode) };
+        let result = f(self);
+        // SAFETY: we acquired this lock above.
+        unsafe { pg_sys::LWLockRelease(lock) };
+        result
+    }
+
+    fn slot(&self, relations: &Relations) -> &FloorWriteSlot {
+        let key = this_database() ^ relations.floor.to_u32().rotate_left(16);
+        &self.slots[key as usize % FLOOR_WRITE_SLOTS]
+    }
+}
+
+fn this_database() -> u32 {
+    // SAFETY: a backend-local value set when the backend connected to its database.
+    unsafe { pg_sys::MyDatabaseId }.to_u32()
+}
+
 /// This cluster's system identifier (from `initdb`, kept by its standbys and backups, new after
 /// `pg_upgrade`), as the writer relation stores it.
 fn this_cluster() -> i64 {
@@ -230,10 +356,11 @@ fn this_cluster() -> i64 {
     unsafe { pg_sys::GetSystemIdentifier() as i64 }
 }
 
-/// The current WAL insert position in the form `XLogFlush` accepts: at a page boundary the
-/// insert position points past the page header, where nothing is written yet, and flushing up
-/// to it would fail (*xlog flush request … is not satisfied*); no record ends there, so the page
-/// start covers every record before it.
+/// The current WAL insert position in the form `XLogFlush` accepts, the bound for a page LSN
+/// that another cluster's WAL wrote (`XLogFlush` refuses a position not yet inserted): at a page
+/// boundary the insert position points past the page header, where nothing is written yet, and
+/// flushing up to it would fail (*xlog flush request … is not satisfied*); no record ends
+/// there, so the page start covers every record before it.
 fn flushable_insert_position() -> pg_sys::XLogRecPtr {
     let maxalign = |size: usize| (size + 7) & !7;
     let short_header = maxalign(std::mem::size_of::<pg_sys::XLogPageHeaderData>()) as u64;

@@ -1,12 +1,13 @@
 //! The shared-memory segment and its lifecycle (docs/design.md §3–§5): its layout (the cluster
-//! clock, the reservation state, counters, the table of worker ids), requesting and creating it
-//! in the postmaster, finding it from a backend, and the callback at a clean shutdown. What is
-//! done with each part lives with that part: `cluster_time.rs` reads the clock,
-//! `reservation.rs` renews the reservation and raises the floor, `backend.rs` takes worker ids.
+//! clock, the reservation state, counters, the latest floor writes, the table of worker ids),
+//! requesting and creating it in the postmaster, finding it from a backend, and the callback at
+//! a clean shutdown. What is done with each part lives with that part: `cluster_time.rs` reads
+//! the clock, `reservation.rs` renews the reservation and raises the floor,
+//! `database_floor.rs` writes the floor relations, `backend.rs` takes worker ids.
 
 use std::mem::size_of;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use once_cell::sync::OnceCell;
 use pgrx::prelude::*;
@@ -57,6 +58,46 @@ pub struct Reservation {
     pub lock: AtomicPtr<pg_sys::LWLock>,
 }
 
+/// How many floor relations' latest writes are kept (one slot per database and relation,
+/// chosen by hash; a collision forgets the other's, which costs at most a WAL flush).
+pub const FLOOR_WRITE_SLOTS: usize = 64;
+
+/// The latest writes of the databases' floor relations made by this server (design §5.3):
+/// `lock` serialises them, so the relation only rises, and a backend that reads a value written
+/// a moment ago, whose WAL is not flushed yet, finds the write before it, which usually is.
+#[repr(C, align(64))]
+pub struct FloorWrites {
+    /// Held exclusively around a write and its slot's update, shared to read a slot.
+    pub lock: AtomicPtr<pg_sys::LWLock>,
+    pub slots: [FloorWriteSlot; FLOOR_WRITE_SLOTS],
+}
+
+/// One floor relation's two latest writes by this server; read and written under
+/// `FloorWrites::lock`. A value of i64::MIN means no write.
+#[repr(C)]
+pub struct FloorWriteSlot {
+    pub database: AtomicU32,
+    pub relation: AtomicU32,
+    pub newest_value: AtomicI64,
+    /// The end of the WAL record of the newest write.
+    pub newest_lsn: AtomicU64,
+    pub previous_value: AtomicI64,
+    pub previous_lsn: AtomicU64,
+}
+
+impl FloorWriteSlot {
+    fn empty() -> FloorWriteSlot {
+        FloorWriteSlot {
+            database: AtomicU32::new(0),
+            relation: AtomicU32::new(0),
+            newest_value: AtomicI64::new(i64::MIN),
+            newest_lsn: AtomicU64::new(0),
+            previous_value: AtomicI64::new(i64::MIN),
+            previous_lsn: AtomicU64::new(0),
+        }
+    }
+}
+
 /// Header of the segment; the table of worker ids (`spaces.table_len()` of them) follows
 /// it directly. Each part is cache-line aligned so the hot, read-mostly lines are not written
 /// by the rare updates of others.
@@ -65,10 +106,14 @@ pub struct SharedState {
     pub clock: ClusterClock,
     pub reservation: Reservation,
     pub counters: Counters,
+    pub floor_writes: FloorWrites,
     pub spaces: Spaces,
 }
 
 const SEGMENT_NAME: &std::ffi::CStr = c"snowflake_id";
+/// The floor writes' LWLock has a tranche of its own, so its waits show apart from the
+/// reservation's in `pg_stat_activity` (wait event `LWLock` / `snowflake_id_floor`).
+const FLOOR_WRITES_TRANCHE: &std::ffi::CStr = c"snowflake_id_floor";
 /// PostgreSQL's `AddinShmemInitLock`, a C macro for `&MainLWLockArray[21].lock`
 /// (storage/lwlocklist.h: the same index in 15 to 18), which pgrx cannot bind.
 const ADDIN_SHMEM_INIT_LOCK: usize = 21;
@@ -155,6 +200,7 @@ unsafe extern "C-unwind" fn request_shared_memory() {
         }
         pg_sys::RequestAddinShmemSpace(segment_size());
         pg_sys::RequestNamedLWLockTranche(SEGMENT_NAME.as_ptr(), 1);
+        pg_sys::RequestNamedLWLockTranche(FLOOR_WRITES_TRANCHE.as_ptr(), 1);
     }
 }
 
@@ -178,7 +224,10 @@ unsafe extern "C-unwind" fn init_shared_memory() {
             .cast::<SharedState>();
         if !found {
             let spaces = spaces();
-            let lock = &raw mut (*pg_sys::GetNamedLWLockTranche(SEGMENT_NAME.as_ptr())).lock;
+            let reservation_lock =
+                &raw mut (*pg_sys::GetNamedLWLockTranche(SEGMENT_NAME.as_ptr())).lock;
+            let floor_writes_lock =
+                &raw mut (*pg_sys::GetNamedLWLockTranche(FLOOR_WRITES_TRANCHE.as_ptr())).lock;
             // A restart (clean or after a crash) continues after the persisted reservation,
             // whatever the wall clock says now (docs/design.md §5).
             let (floor, broken) = match reservation_file::read(Path::new(".")) {
@@ -204,9 +253,13 @@ unsafe extern "C-unwind" fn init_shared_memory() {
                         Path::new("standby.signal").exists()
                             || Path::new("recovery.signal").exists(),
                     ),
-                    lock: AtomicPtr::new(lock),
+                    lock: AtomicPtr::new(reservation_lock),
                 },
                 counters: Counters::default(),
+                floor_writes: FloorWrites {
+                    lock: AtomicPtr::new(floor_writes_lock),
+                    slots: std::array::from_fn(|_| FloorWriteSlot::empty()),
+                },
                 spaces,
             });
             let first_id = header.add(1).cast::<WorkerId>();
