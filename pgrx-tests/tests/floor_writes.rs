@@ -1,10 +1,15 @@
 //! The floor relation only rises (docs/design.md §5.3, "Writes are serialised"). Each write
-//! reads the published reservation, then `setval`s it; two backends that read it at different
-//! moments could `setval` in the other order and lower the relation below IDs already issued,
-//! which a `pg_upgrade` or a dump would then carry. Writes take an LWLock and write only a
-//! higher value. With `snowflake_id.reserve_ahead` at 4 ms the floor is written every few
-//! milliseconds; four sessions insert while new sessions keep taking their first IDs, and a
-//! sampler reads the relation as fast as it can: no value it reads may be below the one before.
+//! reads the published reservation, then `setval`s it; before 0.8.0 two backends that read it
+//! at different moments could `setval` in the other order and lower the relation by the
+//! reservation's advance in between (below IDs already issued only if the first backend
+//! stalled there for over half a window, which a `pg_upgrade` or a dump would then carry).
+//! Writes now take an LWLock and write only a higher value. With `snowflake_id.reserve_ahead`
+//! at 4 ms the floor is written every few milliseconds; four sessions insert while new sessions
+//! keep taking their first IDs (each reads the relation and its last writes under that lock),
+//! and a sampler reads the relation as fast as it can: no value it reads may be below the one
+//! before, and no session may fail. (The race's window is a few microseconds: 0.8.0's first
+//! build, without the lock, passed this test too; it checks the property and the lock's paths
+//! under load, not that the race was seen.)
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
