@@ -69,21 +69,24 @@ private_apt() {
             -o Dir::Cache="$SOURCE_APT_DIR/cache" "$@"
 }
 
-# update_source_index: fetches the signed source indexes of trixie and sid into the private
-# apt configuration (apt checks their signatures against Debian's archive keyring).
+# update_source_index: fetches the signed source indexes of trixie and sid, and trixie's binary
+# index for amd64 (for pgBackRest), into the private apt configuration (apt checks their
+# signatures against Debian's archive keyring).
 update_source_index() {
     mkdir -p "$SOURCE_APT_DIR/lists/partial" "$SOURCE_APT_DIR/cache/archives/partial"
     cat > "$SOURCE_APT_DIR/sources.list" <<SOURCES
 deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main
 deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian sid main
+deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main
 SOURCES
     private_apt update -qq
 }
 
 # ensure_source_index: update_source_index unless the indexes are already here.
 ensure_source_index() {
-    compgen -G "$SOURCE_APT_DIR/lists/*_dists_trixie_main_source_Sources*" >/dev/null \
-        || update_source_index
+    { compgen -G "$SOURCE_APT_DIR/lists/*_dists_trixie_main_source_Sources*" \
+        && compgen -G "$SOURCE_APT_DIR/lists/*_dists_trixie_main_binary-amd64_Packages*"; } \
+        >/dev/null || update_source_index
 }
 
 # install_postgres_from_source MAJOR: fetches, builds and installs PostgreSQL MAJOR into
@@ -194,6 +197,39 @@ install_pg_auto_failover_from_source() {
             || { tail -n 40 install.log >&2; exit 1; }
     )
     rm -rf "$build"
+}
+
+# pgBackRest for the backup test (pgrx-tests/tests/pgbackrest.rs). Debian 12's 2.45 refuses
+# PostgreSQL 17 and 18 ("unexpected control version"). trixie's binary package runs on Debian 12
+# (it needs glibc 2.34 and the same library sonames; sid's needs libxml2.so.16, and the mirror
+# here serves neither source tarball), so its program is taken from the package, which apt
+# checks against trixie's signed index, into a directory of its own: it never replaces a system
+# pgbackrest, and none of trixie's libraries come with it.
+PGBACKREST_PREFIX=/opt/snowflake_id/pgbackrest
+PGBACKREST_RUNTIME_PACKAGES=(libbz2-1.0 liblz4-1 libpq5 libssh2-1 libssl3 libxml2 libzstd1 zlib1g)
+
+# install_pgbackrest_from_trixie: trixie's pgbackrest program as $PGBACKREST_PREFIX/bin/pgbackrest,
+# unless one is there.
+install_pgbackrest_from_trixie() {
+    local build="$SOURCE_BUILD_DIR/pgbackrest"
+    if [ -x "$PGBACKREST_PREFIX/bin/pgbackrest" ]; then
+        return 0
+    fi
+    apt_install_missing "${PGBACKREST_RUNTIME_PACKAGES[@]}"
+    step "pgBackRest from Debian's binary package pgbackrest (trixie) -> $PGBACKREST_PREFIX"
+    ensure_source_index
+    rm -rf "$build"
+    mkdir -p "$build"
+    (
+        cd "$build"
+        private_apt download -qq pgbackrest/trixie
+        dpkg-deb --extract pgbackrest_*.deb unpacked
+        install -D --mode=755 unpacked/usr/bin/pgbackrest "$PGBACKREST_PREFIX/bin/pgbackrest.new"
+        # Under its final name in one step: a half-copied program is never there.
+        mv "$PGBACKREST_PREFIX/bin/pgbackrest.new" "$PGBACKREST_PREFIX/bin/pgbackrest"
+    )
+    rm -rf "$build"
+    "$PGBACKREST_PREFIX/bin/pgbackrest" version
 }
 
 # install_pg_partman_from_source MAJOR: pg_partman 5.x (the extension, without its background

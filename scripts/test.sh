@@ -69,8 +69,9 @@ done
 # (pgrx-tests/tests/monitoring.rs); their services are not started.
 apt_install_missing_services prometheus-postgres-exporter prometheus
 
-# pgBackRest for the backup test (pgrx-tests/tests/pgbackrest.rs).
-apt_install_missing pgbackrest
+# pgBackRest for the backup test (pgrx-tests/tests/pgbackrest.rs): trixie's, since Debian 12's
+# predates PostgreSQL 17 and 18.
+install_pgbackrest_from_trixie
 
 # pg_partman 5.x for the partitioning tests (pgrx-tests/tests/pg_partman.rs), from Debian's
 # source package pg-partman (trixie), checked against its signed source index.

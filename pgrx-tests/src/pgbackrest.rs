@@ -1,5 +1,6 @@
-//! A pgBackRest repository (Debian's `pgbackrest`) for a test cluster: its configuration, repository,
-//! lock, log and spool directories live in a directory of its own (owned by the server's OS user,
+//! A pgBackRest repository (trixie's `pgbackrest`, which supports PostgreSQL 15 to 18) for a
+//! test cluster: its configuration, repository, lock, log and spool directories live in a
+//! directory of its own (owned by the server's OS user,
 //! who runs every pgBackRest command, as `archive_command` does), removed when dropped. One
 //! stanza, `main`, for one cluster.
 
@@ -10,8 +11,9 @@ use crate::builder::Origin;
 use crate::host::{chown_to_server_user, new_cluster_dir};
 use crate::{wait_until, Client, Cluster, ClusterBuilder};
 
-/// Where Debian's package puts the program.
-pub(crate) const PGBACKREST: &str = "/usr/bin/pgbackrest";
+/// Where the test command puts trixie's program (`install_pgbackrest_from_trixie` in
+/// scripts/install-postgres.sh; Debian 12's 2.45 refuses PostgreSQL 17 and 18).
+pub(crate) const PGBACKREST: &str = "/opt/snowflake_id/pgbackrest/bin/pgbackrest";
 const STANZA: &str = "main";
 
 pub struct PgBackRest {
@@ -23,7 +25,7 @@ impl PgBackRest {
     pub fn new() -> PgBackRest {
         assert!(
             std::path::Path::new(PGBACKREST).exists(),
-            "{PGBACKREST} is missing: install Debian's pgbackrest (the README's test command does)"
+            "{PGBACKREST} is missing: the README's test command installs it"
         );
         let dir = new_cluster_dir();
         for sub in ["repo", "lock", "log", "spool"] {
