@@ -22,7 +22,9 @@ use pgrx::prelude::*;
 use crate::catalog::CatalogTable;
 use crate::errors;
 use crate::gucs;
-use crate::shared_memory::{FloorWriteSlot, FloorWrites, SharedState, FLOOR_WRITE_SLOTS};
+use crate::shared_memory::{
+    with_lwlock, FloorWriteSlot, FloorWrites, SharedState, FLOOR_WRITE_SLOTS,
+};
 
 const RELATION_NAME: &std::ffi::CStr = c"snowflake_floor";
 /// The relation that says which cluster wrote the floor: its system identifier.
@@ -191,7 +193,8 @@ impl DatabaseFloor {
     /// read it: writes are serialised, so the relation only rises.
     fn write(&mut self, relations: Relations, value: i64, shared: &SharedState) {
         relations.lock_for_write();
-        let written = shared.floor_writes.exclusive(|slots| {
+        let writes = &shared.floor_writes;
+        let written = writes.exclusive(|| {
             let current = relations.current();
             if current.value >= value {
                 return current;
@@ -208,7 +211,7 @@ impl DatabaseFloor {
                 value,
                 lsn: unsafe { pg_sys::XactLastRecEnd },
             };
-            slots.remember(&relations, current, write);
+            writes.remember(&relations, current, write);
             self.record(current);
             write
         });
@@ -297,8 +300,8 @@ impl FloorWrites {
     /// The write before `newest` of this database's floor relation, when this server made both
     /// and `newest` is still the latest write it made there.
     fn before(&self, relations: &Relations, newest: Write) -> Option<Write> {
-        self.locked(pg_sys::LWLockMode::LW_SHARED, |writes| {
-            let slot = writes.slot(relations);
+        with_lwlock(&self.lock, pg_sys::LWLockMode::LW_SHARED, || {
+            let slot = self.slot(relations);
             let known = slot.database.load(Ordering::Relaxed) == this_database()
                 && slot.relation.load(Ordering::Relaxed) == relations.floor.to_u32()
                 && slot.newest_value.load(Ordering::Relaxed) == newest.value
@@ -323,19 +326,8 @@ impl FloorWrites {
     }
 
     /// Runs `f` holding the lock exclusively: one write of any floor relation at a time.
-    fn exclusive<T>(&self, f: impl FnOnce(&FloorWrites) -> T) -> T {
-        self.locked(pg_sys::LWLockMode::LW_EXCLUSIVE, f)
-    }
-
-    fn locked<T>(&self, mode: pg_sys::LWLockMode::Type, f: impl FnOnce(&FloorWrites) -> T) -> T {
-        let lock = self.lock.load(Ordering::Relaxed);
-        // SAFETY: `lock` is the LWLock of our floor-writes tranche, set at startup. If `f` raises an ERROR,
-        // PostgreSQL's error recovery releases every LWLock held.
-        unsafe { pg_sys::LWLockAcquire(lock, mode) };
-        let result = f(self);
-        // SAFETY: we acquired this lock above.
-        unsafe { pg_sys::LWLockRelease(lock) };
-        result
+    fn exclusive<T>(&self, f: impl FnOnce() -> T) -> T {
+        with_lwlock(&self.lock, pg_sys::LWLockMode::LW_EXCLUSIVE, f)
     }
 
     fn slot(&self, relations: &Relations) -> &FloorWriteSlot {

@@ -20,7 +20,7 @@ use snowflake_id_core::worker_ids::WorkerId;
 
 use crate::errors;
 use crate::gucs;
-use crate::shared_memory::{self, SharedState};
+use crate::shared_memory::{self, with_lwlock, SharedState};
 use crate::system_clock;
 
 impl SharedState {
@@ -209,20 +209,14 @@ impl SharedState {
 
     /// Runs `f` holding the LWLock that serialises writing the reservation (WAL and file).
     fn with_reservation_lock<T>(&self, f: impl FnOnce() -> T) -> T {
-        let lock = self.reservation.lock.load(Ordering::Relaxed);
-        // SAFETY: `lock` is our tranche's LWLock in shared memory, set at startup. If `f` raises
-        // an ERROR (a WAL insert can), PostgreSQL's error recovery releases every LWLock held.
-        unsafe { pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) };
-        let result = f();
-        // SAFETY: we acquired this lock above.
-        unsafe { pg_sys::LWLockRelease(lock) };
-        result
+        with_lwlock(&self.reservation.lock, pg_sys::LWLockMode::LW_EXCLUSIVE, f)
     }
 
     /// [`Self::with_reservation_lock`] without waiting: `None` when another backend holds it.
     fn try_with_reservation_lock<T>(&self, f: impl FnOnce() -> T) -> Option<T> {
         let lock = self.reservation.lock.load(Ordering::Relaxed);
-        // SAFETY: as in with_reservation_lock; a conditional acquire never sleeps.
+        // SAFETY: `lock` is our tranche's LWLock in shared memory, set at startup; a conditional
+        // acquire never sleeps, and an ERROR in `f` releases every LWLock held.
         let acquired =
             unsafe { pg_sys::LWLockConditionalAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) };
         if !acquired {

@@ -146,6 +146,22 @@ impl SharedState {
     }
 }
 
+/// Runs `f` holding `lock`, one of the extension's LWLocks, in `mode`.
+pub fn with_lwlock<T>(
+    lock: &AtomicPtr<pg_sys::LWLock>,
+    mode: pg_sys::LWLockMode::Type,
+    f: impl FnOnce() -> T,
+) -> T {
+    let lock = lock.load(Ordering::Relaxed);
+    // SAFETY: `lock` is an LWLock of our tranches in shared memory, set at startup. If `f`
+    // raises an ERROR (a WAL insert can), PostgreSQL's error recovery releases every LWLock held.
+    unsafe { pg_sys::LWLockAcquire(lock, mode) };
+    let result = f();
+    // SAFETY: we acquired this lock above.
+    unsafe { pg_sys::LWLockRelease(lock) };
+    result
+}
+
 /// The shared state, or the "add shared_preload_libraries" error.
 pub fn state() -> &'static SharedState {
     try_state().unwrap_or_else(|| errors::not_preloaded().raise())

@@ -1,8 +1,7 @@
 //! A pgBackRest repository (trixie's `pgbackrest`, which supports PostgreSQL 15 to 18) for a
 //! test cluster: its configuration, repository, lock, log and spool directories live in a
-//! directory of its own (owned by the server's OS user,
-//! who runs every pgBackRest command, as `archive_command` does), removed when dropped. One
-//! stanza, `main`, for one cluster.
+//! directory of its own (owned by the server's OS user, who runs every pgBackRest command, as
+//! `archive_command` does), removed when dropped. One stanza, `main`, for one cluster.
 
 use std::path::PathBuf;
 use std::time::Duration;
