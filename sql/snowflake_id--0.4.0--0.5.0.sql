@@ -12,6 +12,39 @@
 -- a new one have identical objects. An updated database's relation is empty until its first ID
 -- (or the next one a running session issues), which writes this server's reservation into it.
 
+-- The names must be free in the extension's schema: an object a role made there (in a database
+-- whose extension predated 0.5.0) is never taken for the floor (src/database_floor.rs reads only
+-- the extension's members), and the update says whose it is instead of failing with a bare
+-- "already exists".
+DO $$
+DECLARE
+    taken text;
+BEGIN
+    SELECT pg_catalog.format('%s %I.%I (owned by %I)',
+                             CASE c.relkind WHEN 'S' THEN 'sequence' WHEN 'r' THEN 'table'
+                                            WHEN 'v' THEN 'view' ELSE 'relation' END,
+                             n.nspname, c.relname, pg_catalog.pg_get_userbyid(c.relowner))
+      INTO taken
+      FROM pg_catalog.pg_class c
+      JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+     WHERE c.relnamespace OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace
+       AND c.relname OPERATOR(pg_catalog.=) ANY
+           (ARRAY['snowflake_floor', 'snowflake_floor_writer']::pg_catalog.name[])
+     ORDER BY c.relname
+     LIMIT 1;
+    IF taken IS NOT NULL THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'duplicate_table',
+            MESSAGE = pg_catalog.format(
+                'snowflake_id cannot create its floor relation: %s has its name', taken),
+            DETAIL = 'snowflake_id 0.5.0 and later keep the floor of each database in the sequences '
+                     'snowflake_floor and snowflake_floor_writer of the extension''s schema; an '
+                     'object that is not the extension''s is never read as them.',
+            HINT = 'Rename or drop that object (ALTER ... RENAME TO ...), then run the command again.';
+    END IF;
+END
+$$;
+
 CREATE SEQUENCE snowflake_floor AS bigint MINVALUE 0 START WITH 0 NO CYCLE;
 COMMENT ON SEQUENCE snowflake_floor IS
     'snowflake_id: no ID issued in this database has a tick ending after this time (µs since 1970)';

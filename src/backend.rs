@@ -25,6 +25,7 @@ use crate::errors;
 use crate::gucs;
 use crate::sequence_cache::SequenceCache;
 use crate::shared_memory::{self, SharedState};
+use crate::system_clock;
 
 /// Longest single sleep while waiting for the clock, so interrupts are served promptly.
 const MAX_SLEEP_US: i64 = 10_000;
@@ -185,10 +186,12 @@ pub fn raise_floor(until_unix_us: i64) -> i64 {
     if unsafe { pg_sys::RecoveryInProgress() } {
         errors::during_recovery("snowflake_raise_floor").raise();
     }
-    let clock = shared.read_clock().now_unix_us;
-    if until_unix_us.saturating_sub(clock) > database_floor::MAX_RAISE_AHEAD_US {
-        errors::floor_too_far_ahead(until_unix_us, clock, database_floor::MAX_RAISE_AHEAD_US)
-            .raise();
+    // Bounded by the wall clock, which no call moves (the cluster clock, which a raise moves,
+    // would let repeated calls ratchet every database's IDs ahead without limit).
+    let (wall, _) = system_clock::wall_and_monotonic_us();
+    let limit = i64::from(gucs::RESERVE_AHEAD_MS.get()) * 1_000 + database_floor::RAISE_SLACK_US;
+    if until_unix_us.saturating_sub(wall) > limit {
+        errors::floor_too_far_ahead(until_unix_us, wall, limit).raise();
     }
     with_backend(|backend| {
         let catalog = backend.sequences.catalog_table();
@@ -408,7 +411,11 @@ fn issue(
                     // durably, in the cluster and in this database.
                     let end = layout.tick_start_unix_us(tick + 1);
                     shared.ensure_reserved(end);
-                    floor.cover(end, shared);
+                    if !floor.cover(end, shared) {
+                        // A restore brought a floor at or above this tick: the clock moved
+                        // above it, so the next proposal is a later tick.
+                        continue;
+                    }
                     issuer.published_tick = Some(tick);
                     let borrows = issuer.generator.borrowed_ticks();
                     if borrows > issuer.counted_borrows {

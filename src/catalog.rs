@@ -60,21 +60,28 @@ pub fn find() -> Option<CatalogTable> {
             &mut key,
         );
         let row = pg_sys::systable_getnext(scan);
-        let namespace = (!row.is_null())
-            .then(|| {
-                pgrx::heap_getattr_raw(
-                    row,
-                    NonZeroUsize::new(pg_sys::Anum_pg_extension_extnamespace as usize)?,
-                    (*extensions).rd_att,
-                )
-            })
-            .flatten()
-            .and_then(|datum| pg_sys::Oid::from_datum(datum, false));
+        let column = |attribute: u32| {
+            (!row.is_null())
+                .then(|| {
+                    pgrx::heap_getattr_raw(
+                        row,
+                        NonZeroUsize::new(attribute as usize)?,
+                        (*extensions).rd_att,
+                    )
+                })
+                .flatten()
+                .and_then(|datum| pg_sys::Oid::from_datum(datum, false))
+        };
+        let extension = column(pg_sys::Anum_pg_extension_oid);
+        let namespace = column(pg_sys::Anum_pg_extension_extnamespace);
         pg_sys::systable_endscan(scan);
         pg_sys::table_close(extensions, ACCESS_SHARE);
-        let namespace = namespace?;
+        let (extension, namespace) = (extension?, namespace?);
         let oid = pg_sys::get_relname_relid(c"snowflake_sequence_catalog".as_ptr(), namespace);
-        if oid == pg_sys::InvalidOid {
+        // Only the extension's own table: a role's table of that name is never read as it.
+        if oid == pg_sys::InvalidOid
+            || pg_sys::getExtensionOfObject(pg_sys::RelationRelationId, oid) != extension
+        {
             return None;
         }
         let name = pg_sys::get_namespace_name(namespace);

@@ -189,4 +189,35 @@ mod tests {
         Spi::run("SELECT snowflake_convert_column('c_positive', 'id')").unwrap();
         assert!(one::<i64>("INSERT INTO c_positive DEFAULT VALUES RETURNING id") > 1_000_000);
     }
+
+    /// The two refusals PostgreSQL itself raises inside the conversion (README, "Raised by
+    /// PostgreSQL"), each changing nothing.
+    #[pg_test]
+    fn convert_refusals_raised_by_postgres_change_nothing() {
+        Spi::run(
+            "CREATE TABLE c_parents (id serial PRIMARY KEY);
+             CREATE TABLE c_children (parent_id int REFERENCES c_parents, day date)
+                 PARTITION BY RANGE (day);
+             CREATE TABLE c_children_all PARTITION OF c_children DEFAULT;
+             CREATE TABLE c_shared_a (id serial PRIMARY KEY);
+             CREATE TABLE c_shared_b (id int PRIMARY KEY
+                 DEFAULT nextval('c_shared_a_id_seq'));",
+        )
+        .unwrap();
+        for (call, code) in [
+            ("'c_parents', 'id'", "42P16: "),
+            ("'c_shared_a', 'id'", "2BP01: "),
+        ] {
+            let error = error_of(&format!("SELECT snowflake_convert_column({call})"));
+            assert!(error.starts_with(code), "{call}: {error}");
+        }
+        assert_eq!(
+            column_state("c_parents", "id"),
+            "integer nextval('c_parents_id_seq'::regclass) no identity"
+        );
+        assert_eq!(
+            column_state("c_shared_a", "id"),
+            "integer nextval('c_shared_a_id_seq'::regclass) no identity"
+        );
+    }
 }

@@ -3,25 +3,25 @@
 //! in this database ends after. PostgreSQL carries it everywhere the rows go: its updates are
 //! WAL-logged (standbys, crash recovery, PITR), `pg_upgrade` copies it, and `pg_dump` dumps it as
 //! a `setval` (it is a configuration sequence of the extension). The extension never reads user
-//! tables to find a floor: no role's code runs and no role's values count.
+//! tables to find a floor: no role's code runs and no role's values count, and only relations
+//! that are members of the extension and owned by a superuser are taken for it.
 //!
-//! A backend reads the relation before its first generator (raising the cluster's durable floor
-//! when the relation holds more than this server reserved: it came from elsewhere), and before
-//! an ID of a tick leaves it makes sure the relation covers that tick's end durably: it writes
-//! the published reservation into it half a window before it is needed, and flushes the WAL up
-//! to that write only when the tick gets there (by then the reservation worker's next renewal,
-//! which flushes the WAL, or the WAL writer has, so no session waits for a flush). Writes take
-//! an LWLock, so the relation only rises, and leave the relation's last two writes in shared
-//! memory: a backend that reads a value written a moment ago relies on the write before it,
-//! whose WAL is flushed by then, instead of waiting for the newest one's.
+//! The decisions (when to read, raise and flush the relation, and what a value read teaches)
+//! are the core's `floor::FloorView`; this file locates, reads, writes and flushes. Before the
+//! first ID of each tick a backend looks at the relations' pages, so a change somebody else
+//! made (a restore into this live database) is read before its next tick. Writes take an
+//! LWLock, so the relation only rises through them, and leave the relation's last two values in
+//! shared memory: a backend that reads a value written a moment ago relies on the write before
+//! it, whose WAL is flushed by then, and knows it was this server's.
 
 use std::sync::atomic::Ordering;
 
 use pgrx::prelude::*;
+use snowflake_id_core::floor::{FloorCheck, FloorView, LoggedValue, PageLsns, Provenance};
 
 use crate::catalog::CatalogTable;
 use crate::errors;
-use crate::gucs;
+use crate::reservation::renewal_policy;
 use crate::shared_memory::{
     with_lwlock, FloorWriteSlot, FloorWrites, SharedState, FLOOR_WRITE_SLOTS,
 };
@@ -30,53 +30,31 @@ const RELATION_NAME: &std::ffi::CStr = c"snowflake_floor";
 /// The relation that says which cluster wrote the floor: its system identifier.
 const WRITER_RELATION_NAME: &std::ffi::CStr = c"snowflake_floor_writer";
 
-/// How far a time may lie beyond the cluster clock for `snowflake_raise_floor`: a floor that
-/// far ahead makes IDs lead real time by as much, for ten times as long (design §3.1).
-pub const MAX_RAISE_AHEAD_US: i64 = 24 * 3_600 * 1_000_000;
-
-/// A value of a floor relation and a WAL position at or after the end of the record that wrote
-/// it: once the WAL is flushed there, the relation holds the value or more through a crash.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Write {
-    value: i64,
-    lsn: pg_sys::XLogRecPtr,
-}
-
-impl Write {
-    const NONE: Write = Write {
-        value: i64::MIN,
-        lsn: 0,
-    };
-}
+/// How far beyond `snowflake_id.reserve_ahead` past the wall clock `snowflake_raise_floor`
+/// may raise the floor: enough for the clocks of two clusters to differ at a cut-over, and the
+/// whole lead any role granted the function can give every database's IDs.
+pub const RAISE_SLACK_US: i64 = 60 * 1_000_000;
 
 /// This backend's view of its database's floor relation.
 pub struct DatabaseFloor {
     /// The catalog table the relation was looked up for (a new one means a new extension).
     catalog: pg_sys::Oid,
     /// The relations, or None where the extension predates them (0.4.0 and earlier, not yet
-    /// updated).
-    relation: Option<Relations>,
+    /// updated): looked up again before each tick until the update creates them.
+    relations: Option<Relations>,
     /// Whether the writer relation names this cluster, as this backend last read or wrote it.
     ours: bool,
-    /// The newest write this backend read or made.
-    written: Write,
-    /// The write before `written`, while above `durable`: when a tick passes `durable` it
-    /// usually covers the tick and is flushed already, where `written` may have been made a
-    /// moment ago.
-    previous: Option<Write>,
-    /// The part of `written` known to be flushed.
-    durable: i64,
+    /// What this backend knows of the relation.
+    view: FloorView,
 }
 
 impl DatabaseFloor {
     pub const fn new() -> Self {
         DatabaseFloor {
             catalog: pg_sys::InvalidOid,
-            relation: None,
+            relations: None,
             ours: false,
-            written: Write::NONE,
-            previous: None,
-            durable: i64::MIN,
+            view: FloorView::NEW,
         }
     }
 
@@ -89,134 +67,150 @@ impl DatabaseFloor {
         }
         *self = DatabaseFloor {
             catalog: catalog.oid(),
-            relation: locate(catalog.oid()),
+            relations: locate(catalog.oid()),
             ..DatabaseFloor::new()
         };
+    }
+
+    /// The relations, looked up again while the extension predates them (a session that
+    /// started before `ALTER EXTENSION … UPDATE` finds them at its next tick).
+    fn located(&mut self) -> Option<Relations> {
+        if self.relations.is_none() && self.catalog != pg_sys::InvalidOid {
+            self.relations = locate(self.catalog);
+        }
+        self.relations
     }
 
     /// Before a generator's first ID: reads the relation, raising the durable floor (and the
     /// cluster clock) when another cluster wrote it (`pg_upgrade`, a restored dump), or when
     /// this server started without its reservation file.
     pub fn learn(&mut self, shared: &SharedState) {
-        if let Some(relation) = self.relation {
-            self.read(relation, shared);
+        if let Some(relations) = self.located() {
+            if let Some(pages) = relations.page_lsns() {
+                self.read(relations, pages, shared);
+            }
         }
     }
 
     /// Before the first ID of a tick ending at `end_unix_us` leaves (the reservation already
     /// covers it): the relation holds at least `end_unix_us`, and the WAL holds that write.
-    pub fn cover(&mut self, end_unix_us: i64, shared: &SharedState) {
-        let margin = half_window_us();
-        if end_unix_us <= self.durable && end_unix_us.saturating_add(margin) <= self.written.value {
-            return;
-        }
-        let Some(relation) = self.relation else {
-            return;
+    /// Returns false when the relation brought a floor from elsewhere at or above the tick's
+    /// end (a restore into this database): the tick may hold restored IDs, and the cluster
+    /// clock has moved above it.
+    pub fn cover(&mut self, end_unix_us: i64, shared: &SharedState) -> bool {
+        let Some(relations) = self.located() else {
+            return true;
         };
-        if end_unix_us.saturating_add(margin) > self.written.value {
-            self.read(relation, shared);
-            if end_unix_us.saturating_add(margin) > self.written.value {
-                // The published reservation covers `end_unix_us` by at least half a window
-                // (design §5.1), the margin this write must leave.
-                let target = shared.reserved_until().max(end_unix_us);
-                self.write(relation, target, shared);
+        let Some(pages) = relations.page_lsns() else {
+            // Dropped under us (DROP EXTENSION): the catalog's invalidation follows.
+            self.relations = None;
+            return true;
+        };
+        let policy = renewal_policy();
+        match self.view.check(end_unix_us, pages, &policy) {
+            FloorCheck::Covered => return true,
+            FloorCheck::Flush => {}
+            FloorCheck::Read => {
+                if self
+                    .read(relations, pages, shared)
+                    .is_some_and(|floor| floor >= end_unix_us)
+                {
+                    return false;
+                }
+                let reserved = shared.reserved_until();
+                if let Some(target) = self.view.raise_to(end_unix_us, reserved, &policy) {
+                    self.raise_relation(relations, target, shared);
+                }
             }
         }
-        if end_unix_us > self.durable {
-            self.make_durable(end_unix_us);
-        }
-    }
-
-    /// Makes a value at or above `end_unix_us` durable with the least waiting: nothing when the
-    /// WAL is flushed past the newest write, else the write before it when that one covers the
-    /// tick (the newest may have been made a moment ago and not be flushed yet: a session's
-    /// first ID waited for it, and a second WAL flush with its commit, in 0.7.0 and 0.8.0).
-    fn make_durable(&mut self, end_unix_us: i64) {
         // SAFETY: reads the flushed WAL position from shared memory; no timeline is asked for.
         let flushed = unsafe { pg_sys::GetFlushRecPtr(std::ptr::null_mut()) };
-        let write = match self.previous {
-            Some(previous) if previous.value >= end_unix_us && self.written.lsn > flushed => {
-                previous
-            }
-            _ => self.written,
-        };
-        if write.lsn > flushed {
+        if let Some(lsn) = self.view.flush_for(end_unix_us, flushed) {
             // SAFETY: flushing WAL up to a position already inserted, outside a critical section.
-            unsafe { pg_sys::XLogFlush(write.lsn) };
+            unsafe { pg_sys::XLogFlush(lsn) };
         }
-        self.durable = write.value;
-        self.previous = None;
-    }
-
-    /// Takes `write` as the newest known when it is newer than what this backend knows.
-    fn record(&mut self, write: Write) {
-        if write.value <= self.written.value {
-            return;
-        }
-        if self.written.value > self.durable {
-            self.previous = Some(self.written);
-        }
-        self.written = write;
+        true
     }
 
     /// `snowflake_raise_floor`: the relation rises to `until_unix_us` (if below), flushed.
     pub fn raise(&mut self, catalog: &CatalogTable, until_unix_us: i64, shared: &SharedState) {
-        let Some(relation) = self.relation else {
-            errors::floor_relation_missing(&catalog.schema).raise()
-        };
-        self.read(relation, shared);
-        if self.written.value < until_unix_us {
-            self.write(relation, until_unix_us, shared);
+        let relations = self
+            .located()
+            .unwrap_or_else(|| errors::floor_relation_missing(&catalog.schema).raise());
+        let pages = relations
+            .page_lsns()
+            .unwrap_or_else(|| errors::floor_relation_missing(&catalog.schema).raise());
+        self.read(relations, pages, shared);
+        if self.view.newest().value < until_unix_us {
+            self.raise_relation(relations, until_unix_us, shared);
         }
-        self.make_durable(self.written.value);
+        // SAFETY: as in `cover`.
+        let flushed = unsafe { pg_sys::GetFlushRecPtr(std::ptr::null_mut()) };
+        if let Some(lsn) = self.view.flush_for(self.view.newest().value, flushed) {
+            // SAFETY: as in `cover`.
+            unsafe { pg_sys::XLogFlush(lsn) };
+        }
     }
 
-    fn read(&mut self, relations: Relations, shared: &SharedState) {
+    /// Reads the relations (their pages read before, as `pages`); raises the durable floor to
+    /// what the value teaches, and returns that.
+    fn read(&mut self, relations: Relations, pages: PageLsns, shared: &SharedState) -> Option<i64> {
         let current = relations.current();
         self.ours = relations.value(relations.writer) == Some(this_cluster());
-        if let Some(before) = shared.floor_writes.before(&relations, current) {
-            self.record(before);
+        let from = Provenance {
+            set_by_this_server: shared.floor_writes.before(&relations, current),
+            writer_is_this_cluster: self.ours,
+            started_without_reservation: shared.started_without_reservation(),
+        };
+        let learned = self
+            .view
+            .read(current, pages, from, shared.reserved_until());
+        if let Some(floor) = learned {
+            shared.raise_durable_floor(floor);
         }
-        self.record(current);
-        // A value another cluster wrote covers IDs this server never saw: no ID may be issued
-        // below it. One this cluster wrote (here, or on the primary whose WAL this server
-        // replayed) is below what its reservation file and WAL records hold, unless the server
-        // started without the file; then only what it has not reserved itself counts.
-        let elsewhere = !self.ours
-            || (shared.started_without_reservation() && current.value > shared.reserved_until());
-        if elsewhere {
-            shared.raise_durable_floor(current.value);
-        }
+        learned
     }
 
     /// Raises the relation to `value`, unless another backend raised it as far since this one
-    /// read it: writes are serialised, so the relation only rises.
-    fn write(&mut self, relations: Relations, value: i64, shared: &SharedState) {
+    /// read it (then reads it again): writes are serialised, so the relation only rises.
+    fn raise_relation(&mut self, relations: Relations, value: i64, shared: &SharedState) {
         relations.lock_for_write();
-        let writes = &shared.floor_writes;
-        let written = writes.exclusive(|| {
+        let recent = &shared.floor_writes;
+        let raised = recent.exclusive(|| {
             let current = relations.current();
             if current.value >= value {
-                return current;
+                return false;
             }
+            let mut writer_page = None;
             if !self.ours {
                 // The writer first: a value that is not ours stays covered by the floor it
                 // raised.
                 relations.set(relations.writer, this_cluster());
                 self.ours = true;
+                writer_page = Some(last_record_end());
             }
             relations.set(relations.floor, value);
-            // SAFETY: this backend's end of its last WAL record, which setval just inserted.
-            let write = Write {
+            let logged = LoggedValue {
                 value,
-                lsn: unsafe { pg_sys::XactLastRecEnd },
+                lsn: last_record_end(),
             };
-            writes.remember(&relations, current, write);
-            self.record(current);
-            write
+            recent.remember(&relations, current, logged);
+            self.view.wrote(logged, writer_page);
+            true
         });
-        self.record(written);
+        if !raised {
+            if let Some(pages) = relations.page_lsns() {
+                self.read(relations, pages, shared);
+            }
+        }
     }
+}
+
+/// The end of this backend's last WAL record (what `setval` just inserted): the LSN it left on
+/// the sequence's page.
+fn last_record_end() -> pg_sys::XLogRecPtr {
+    // SAFETY: a plain read of this backend's own WAL position.
+    unsafe { pg_sys::XactLastRecEnd }
 }
 
 /// The floor relation and the writer relation of one database, and their owner.
@@ -243,29 +237,41 @@ impl Relations {
         })
     }
 
-    /// The end of the last WAL record that changed the sequence's page. No privilege is
-    /// checked and no code of any role runs: the relation is opened and its one page pinned.
-    fn page_lsn(&self, relation: pg_sys::Oid) -> pg_sys::XLogRecPtr {
+    /// The end of the last WAL record that changed the sequence's page, or None when the
+    /// relation is gone (dropped since it was looked up). No privilege is checked and no code
+    /// of any role runs: the relation is opened and its one page pinned.
+    fn page_lsn(relation: pg_sys::Oid) -> Option<pg_sys::XLogRecPtr> {
         let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
         // SAFETY: a sequence relation (checked in `locate`) has one page, block 0; it is read
         // while pinned, and the pin and the relation are released in the order they were taken.
         unsafe {
-            let opened = pg_sys::relation_open(relation, lock);
+            let opened = pg_sys::try_relation_open(relation, lock);
+            if opened.is_null() {
+                return None;
+            }
             let buffer = pg_sys::ReadBuffer(opened, 0);
             let lsn = pg_sys::BufferGetLSNAtomic(buffer);
             pg_sys::ReleaseBuffer(buffer);
             pg_sys::relation_close(opened, lock);
-            lsn
+            Some(lsn)
         }
+    }
+
+    /// Both relations' page LSNs: any change to either (this server's write, a restore's
+    /// `setval`) moves one. Read once per tick, before the values when they are read.
+    fn page_lsns(&self) -> Option<PageLsns> {
+        Some([Self::page_lsn(self.floor)?, Self::page_lsn(self.writer)?])
     }
 
     /// The floor's value (i64::MIN before it was first set) and its page's LSN, read after the
     /// value, so at or after the end of the record that wrote it (bounded by the insert
     /// position, for a page `pg_upgrade` brought from another cluster's WAL).
-    fn current(&self) -> Write {
-        Write {
+    fn current(&self) -> LoggedValue {
+        LoggedValue {
             value: self.value(self.floor).unwrap_or(i64::MIN),
-            lsn: self.page_lsn(self.floor).min(flushable_insert_position()),
+            lsn: Self::page_lsn(self.floor)
+                .unwrap_or(0)
+                .min(flushable_insert_position()),
         }
     }
 
@@ -297,16 +303,14 @@ impl Relations {
 }
 
 impl FloorWrites {
-    /// The write before `newest` of this database's floor relation, when this server made both
-    /// and `newest` is still the latest write it made there.
-    fn before(&self, relations: &Relations, newest: Write) -> Option<Write> {
+    /// The value before `newest` of this database's floor relation, when `newest` is the latest
+    /// write this server made there (and so is this server's).
+    fn before(&self, relations: &Relations, newest: LoggedValue) -> Option<LoggedValue> {
         with_lwlock(&self.lock, pg_sys::LWLockMode::LW_SHARED, || {
-            let slot = self.slot(relations);
-            let known = slot.database.load(Ordering::Relaxed) == this_database()
-                && slot.relation.load(Ordering::Relaxed) == relations.floor.to_u32()
-                && slot.newest_value.load(Ordering::Relaxed) == newest.value
+            let slot = self.slot_of(relations)?;
+            let known = slot.newest_value.load(Ordering::Relaxed) == newest.value
                 && slot.newest_lsn.load(Ordering::Relaxed) == newest.lsn;
-            known.then(|| Write {
+            known.then(|| LoggedValue {
                 value: slot.previous_value.load(Ordering::Relaxed),
                 lsn: slot.previous_lsn.load(Ordering::Relaxed),
             })
@@ -314,8 +318,10 @@ impl FloorWrites {
     }
 
     /// Notes, under the exclusive lock, that the relation went from `before` to `newest`.
-    fn remember(&self, relations: &Relations, before: Write, newest: Write) {
-        let slot = self.slot(relations);
+    fn remember(&self, relations: &Relations, before: LoggedValue, newest: LoggedValue) {
+        let slot = self
+            .slot_of(relations)
+            .unwrap_or_else(|| self.slot_to_take(relations));
         slot.database.store(this_database(), Ordering::Relaxed);
         slot.relation
             .store(relations.floor.to_u32(), Ordering::Relaxed);
@@ -330,11 +336,33 @@ impl FloorWrites {
         with_lwlock(&self.lock, pg_sys::LWLockMode::LW_EXCLUSIVE, f)
     }
 
-    fn slot(&self, relations: &Relations) -> &FloorWriteSlot {
+    /// The slots this database's relation may use: a few from its hash on.
+    fn candidates(&self, relations: &Relations) -> impl Iterator<Item = &FloorWriteSlot> {
         let key = this_database() ^ relations.floor.to_u32().rotate_left(16);
-        &self.slots[key as usize % FLOOR_WRITE_SLOTS]
+        (0..FLOOR_PROBES).map(move |probe| &self.slots[(key as usize + probe) % FLOOR_WRITE_SLOTS])
+    }
+
+    /// The slot holding this relation's writes, if any.
+    fn slot_of(&self, relations: &Relations) -> Option<&FloorWriteSlot> {
+        self.candidates(relations).find(|slot| {
+            slot.database.load(Ordering::Relaxed) == this_database()
+                && slot.relation.load(Ordering::Relaxed) == relations.floor.to_u32()
+        })
+    }
+
+    /// A slot for a relation that has none: an empty one, else the one written longest ago.
+    fn slot_to_take(&self, relations: &Relations) -> &FloorWriteSlot {
+        self.candidates(relations)
+            .min_by_key(|slot| match slot.database.load(Ordering::Relaxed) {
+                0 => 0,
+                _ => slot.newest_lsn.load(Ordering::Relaxed).max(1),
+            })
+            .unwrap_or(&self.slots[0])
     }
 }
+
+/// How many slots, from its hash on, a relation's writes may take.
+const FLOOR_PROBES: usize = 8;
 
 fn this_database() -> u32 {
     // SAFETY: a backend-local value set when the backend connected to its database.
@@ -377,29 +405,54 @@ fn flushable_insert_position() -> pg_sys::XLogRecPtr {
     }
 }
 
-/// Half of `snowflake_id.reserve_ahead`: how early the relation is renewed before a tick reaches
-/// it. Longer than a renewal period (a quarter window) plus a renewal, whose WAL flush makes the
-/// write durable before a tick needs it.
-fn half_window_us() -> i64 {
-    i64::from(gucs::RESERVE_AHEAD_MS.get()) * 1_000 / 2
-}
-
-/// The floor and writer relations next to the catalog table, and their owner.
+/// The floor and writer relations next to the catalog table, and their owner: sequences that
+/// are members of the catalog table's extension. A relation of that name that is not (one a
+/// role created in a database whose extension predates the floor) is not the floor; a member
+/// owned by a role that is not a superuser (moved by `REASSIGN OWNED`) is refused (55000), since
+/// its owner could set any floor for the whole server.
 fn locate(catalog: pg_sys::Oid) -> Option<Relations> {
-    // SAFETY: syscache lookups inside a transaction; the catalog table exists (just found).
+    // SAFETY: syscache and pg_depend lookups inside a transaction; the catalog table exists
+    // (just found), and a relation is opened only to read its owner.
     unsafe {
         let namespace = pg_sys::get_rel_namespace(catalog);
-        let sequence = |name: &std::ffi::CStr| {
+        let extension = pg_sys::getExtensionOfObject(pg_sys::RelationRelationId, catalog);
+        if extension == pg_sys::InvalidOid {
+            return None;
+        }
+        let member = |name: &std::ffi::CStr| -> Option<(pg_sys::Oid, pg_sys::Oid)> {
             let relation = pg_sys::get_relname_relid(name.as_ptr(), namespace);
-            (relation != pg_sys::InvalidOid
+            let is_member = relation != pg_sys::InvalidOid
                 && pg_sys::get_rel_relkind(relation)
-                    == pg_sys::RELKIND_SEQUENCE as std::ffi::c_char)
-                .then_some(relation)
+                    == pg_sys::RELKIND_SEQUENCE as std::ffi::c_char
+                && pg_sys::getExtensionOfObject(pg_sys::RelationRelationId, relation) == extension;
+            if !is_member {
+                return None;
+            }
+            let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+            let opened = pg_sys::relation_open(relation, lock);
+            let owner = (*(*opened).rd_rel).relowner;
+            pg_sys::relation_close(opened, lock);
+            if !pg_sys::superuser_arg(owner) {
+                let quoted = |name: *const std::ffi::c_char| {
+                    std::ffi::CStr::from_ptr(pg_sys::quote_identifier(name))
+                };
+                let schema = quoted(pg_sys::get_namespace_name(namespace));
+                let relation = quoted(name.as_ptr());
+                let role = std::ffi::CStr::from_ptr(pg_sys::GetUserNameFromId(owner, true));
+                errors::floor_relation_not_superuser_owned(
+                    &format!(
+                        "{}.{}",
+                        schema.to_string_lossy(),
+                        relation.to_string_lossy()
+                    ),
+                    &role.to_string_lossy(),
+                )
+                .raise();
+            }
+            Some((relation, owner))
         };
-        let (floor, writer) = (sequence(RELATION_NAME)?, sequence(WRITER_RELATION_NAME)?);
-        let opened = pg_sys::relation_open(floor, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-        let owner = (*(*opened).rd_rel).relowner;
-        pg_sys::relation_close(opened, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        let (floor, owner) = member(RELATION_NAME)?;
+        let (writer, _) = member(WRITER_RELATION_NAME)?;
         Some(Relations {
             floor,
             writer,

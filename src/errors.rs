@@ -402,18 +402,47 @@ pub fn floor_relation_missing(extension_schema: &str) -> Error {
     )
 }
 
-pub fn floor_too_far_ahead(until_unix_us: i64, clock_unix_us: i64, limit_us: i64) -> Error {
+/// A member of the extension that the floor is read from is owned by a role that is not a
+/// superuser, which could then set the floor of the whole server.
+pub fn floor_relation_not_superuser_owned(relation: &str, owner: &str) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "sequence {relation} of the extension snowflake_id is owned by \"{owner}\", who is \
+             not a superuser: its value would count for every database"
+        ),
+        Some(format!(
+            "A superuser runs: ALTER SEQUENCE {relation} OWNER TO <a superuser>;"
+        )),
+    )
+}
+
+/// `snowflake_raise_floor` was given `infinity` or `-infinity`.
+pub fn floor_not_finite(until: &str) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("snowflake floor {until} is not a finite time"),
+        Some(
+            "Pass the time the other cluster reserved last (its snowflake_stats().reserved_until)."
+                .into(),
+        ),
+    )
+}
+
+/// `snowflake_raise_floor` was given a time further ahead of the wall clock than its bound.
+pub fn floor_too_far_ahead(until_unix_us: i64, wall_unix_us: i64, limit_us: i64) -> Error {
     Error::new(
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
         format!(
-            "snowflake floor {} is more than {} h ahead of the cluster clock ({})",
+            "snowflake floor {} is more than {} s ahead of the wall clock ({})",
             format_unix_us(until_unix_us),
-            limit_us / 3_600_000_000,
-            format_unix_us(clock_unix_us)
+            limit_us / 1_000_000,
+            format_unix_us(wall_unix_us)
         ),
         Some(
-            "Pass the time the other cluster reserved last (its snowflake_stats().reserved_until); \
-             a time this far ahead would make every ID lead real time by as much."
+            "Pass the time the other cluster reserved last (its snowflake_stats().reserved_until), \
+             after checking that the two clusters' clocks agree; the bound is \
+             snowflake_id.reserve_ahead + 60 s ahead of this server's wall clock."
                 .into(),
         ),
     )

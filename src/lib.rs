@@ -93,6 +93,14 @@ pgrx::extension_sql_file!(
     requires = ["worker_spaces"]
 );
 
+// Version 0.9.0's change (the floor relations readable, for pg_dump by any role that can dump
+// the database), likewise part of a fresh install.
+pgrx::extension_sql_file!(
+    "../sql/snowflake_id--0.8.0--0.9.0.sql",
+    name = "floor_readable",
+    requires = ["database_floor"]
+);
+
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     // pgrx attaches a captured Rust backtrace to the DETAIL of errors that pass through Rust

@@ -259,7 +259,7 @@ pub fn write_floor_at_shutdown(shared: &SharedState) {
 }
 
 /// The renewal marks of `snowflake_id.reserve_ahead` as it is set now.
-fn renewal_policy() -> RenewalPolicy {
+pub fn renewal_policy() -> RenewalPolicy {
     RenewalPolicy::new(i64::from(gucs::RESERVE_AHEAD_MS.get()) * 1_000)
 }
 

@@ -58,9 +58,12 @@ pub struct Reservation {
     pub lock: AtomicPtr<pg_sys::LWLock>,
 }
 
-/// How many floor relations' latest writes are kept (one slot per database and relation,
-/// chosen by hash; a collision forgets the other's, which costs at most a WAL flush).
-pub const FLOOR_WRITE_SLOTS: usize = 64;
+/// How many floor relations' latest writes are kept: one slot per database, found by probing
+/// from a hash of the database and relation. When every slot a key may use holds another
+/// relation, the one written longest ago is forgotten: its next write by this server then reads
+/// as a change from elsewhere, which moves the cluster clock up to that value (at most
+/// `reserve_ahead` ahead), once.
+pub const FLOOR_WRITE_SLOTS: usize = 1024;
 
 /// The latest writes of the databases' floor relations made by this server (design §5.3):
 /// `lock` serialises them, so the relation only rises, and a backend that reads a value written

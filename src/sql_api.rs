@@ -273,7 +273,11 @@ fn snowflake_drop_sequence(name: &str) {
 /// rows copied from elsewhere). Revoked from PUBLIC. Returns the server's durable floor.
 #[pg_extern(volatile, parallel_unsafe, strict)]
 fn snowflake_raise_floor(until: TimestampWithTimeZone) -> Option<TimestampWithTimeZone> {
-    timestamps::timestamptz(backend::raise_floor(unix_us(until)))
+    match pg_sys::TimestampTz::from(until) {
+        i64::MAX => errors::floor_not_finite("infinity").raise(),
+        i64::MIN => errors::floor_not_finite("-infinity").raise(),
+        _ => timestamps::timestamptz(backend::raise_floor(unix_us(until))),
+    }
 }
 
 /// Citus only (docs/design.md §9): what the coordinator sends a worker so that it has sequence

@@ -57,10 +57,24 @@ impl Cluster {
     }
 
     pub fn try_connect_to(&self, database: &str) -> Result<Client, PgError> {
+        self.try_connect_as(database, "postgres")
+    }
+
+    /// Connects to `database` as role `user` (a role the test made; local connections trust).
+    pub fn connect_as(&self, database: &str, user: &str) -> Client {
+        self.try_connect_as(database, user).unwrap_or_else(|error| {
+            panic!(
+                "connect to {database} as {user}: {error}\n{}",
+                self.log_tail()
+            )
+        })
+    }
+
+    fn try_connect_as(&self, database: &str, user: &str) -> Result<Client, PgError> {
         postgres::Config::new()
             .host_path(&self.dir)
             .port(self.port)
-            .user("postgres")
+            .user(user)
             .dbname(database)
             .connect(NoTls)
     }
@@ -88,32 +102,61 @@ impl Cluster {
 
     /// [`Cluster::dump_and_restore`] into database `target` of another cluster `into`.
     pub fn dump_and_restore_into(&self, source: &str, into: &Cluster, target: &str) {
-        let dump = self.dir.join(format!("{source}.dump"));
-        let connection = |cluster: &Cluster| {
-            let (host, port) = (cluster.dir.display().to_string(), cluster.port.to_string());
-            ["--host".to_owned(), host, "--port".to_owned(), port]
-                .into_iter()
-                .chain(["--username".to_owned(), "postgres".to_owned()])
-        };
-        let dumped = Command::new(self.bin.join("pg_dump"))
-            .args(connection(self))
-            .args(["--format=custom", "--file"])
-            .arg(&dump)
-            .arg(source)
-            .output()
-            .expect("run pg_dump");
-        assert!(dumped.status.success(), "pg_dump: {}", describe(&dumped));
-        let restored = Command::new(into.bin.join("pg_restore"))
-            .args(connection(into))
-            .args(["--exit-on-error", "--dbname", target])
-            .arg(&dump)
-            .output()
-            .expect("run pg_restore");
+        let dump = self.dump_as(source, "postgres");
+        let restored = into.pg_restore(&dump, target, &["--exit-on-error"]);
         assert!(
             restored.status.success(),
             "pg_restore: {}",
             describe(&restored)
         );
+    }
+
+    /// Dumps database `source` with pg_dump (custom format) as role `user`; panics with
+    /// pg_dump's message when it fails. Returns the dump's path.
+    pub fn dump_as(&self, source: &str, user: &str) -> PathBuf {
+        let dump = self.dir.join(format!("{source}-by-{user}.dump"));
+        let dumped = Command::new(self.bin.join("pg_dump"))
+            .args(self.client_options(user))
+            .args(["--format=custom", "--file"])
+            .arg(&dump)
+            .arg(source)
+            .output()
+            .expect("run pg_dump");
+        assert!(
+            dumped.status.success(),
+            "pg_dump of {source} as {user}: {}",
+            describe(&dumped)
+        );
+        dump
+    }
+
+    /// Restores `dump` into database `target` with this cluster's pg_restore as superuser
+    /// `postgres`, with pg_restore's `options` (e.g. `--clean`, `--data-only`); its output.
+    pub fn pg_restore(&self, dump: &Path, target: &str, options: &[&str]) -> std::process::Output {
+        Command::new(self.bin.join("pg_restore"))
+            .args(self.client_options("postgres"))
+            .args(options)
+            .args(["--dbname", target])
+            .arg(dump)
+            .output()
+            .expect("run pg_restore")
+    }
+
+    /// The path of one of this cluster's PostgreSQL programs (e.g. `pg_restore`).
+    pub fn program(&self, name: &str) -> PathBuf {
+        self.bin.join(name)
+    }
+
+    /// The connection options of a client program (pg_dump, pg_restore) as role `user`.
+    fn client_options(&self, user: &str) -> [String; 6] {
+        [
+            "--host".to_owned(),
+            self.dir.display().to_string(),
+            "--port".to_owned(),
+            self.port.to_string(),
+            "--username".to_owned(),
+            user.to_owned(),
+        ]
     }
 
     /// Appends lines to postgresql.conf (they take effect at the next start or reload).

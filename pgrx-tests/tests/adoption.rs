@@ -1,11 +1,9 @@
 //! Adoption: updating from the previous release, and dump/restore of a converted database.
 
-use std::path::PathBuf;
-
 use snowflake_id_cluster_tests::fixtures::{
-    column, count, extension_crate_version, extension_version,
+    column, count, extension_crate_version, extension_version, install_release_0_1_0_script,
 };
-use snowflake_id_cluster_tests::{pg_config, Client, Cluster};
+use snowflake_id_cluster_tests::{Client, Cluster};
 
 /// Every object of the extension with its definition and privileges, to compare installs.
 const EXTENSION_OBJECTS: &str = "
@@ -38,17 +36,9 @@ fn extension_objects(client: &mut Client) -> Vec<(String, Option<String>)> {
         .collect()
 }
 
-/// Makes release 0.1.0's install script available, so a test can install the old version.
-fn install_previous_release_script() {
-    let fixture =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/snowflake_id--0.1.0.sql");
-    let target = pg_config("--sharedir").join("extension/snowflake_id--0.1.0.sql");
-    std::fs::copy(&fixture, &target).unwrap_or_else(|error| panic!("copy {target:?}: {error}"));
-}
-
 #[test]
 fn update_from_0_1_0_matches_a_fresh_install_and_keeps_sequences() {
-    install_previous_release_script();
+    install_release_0_1_0_script();
     let cluster = Cluster::builder().start();
     let mut admin = cluster.connect();
     for database in ["old_install", "fresh_install"] {

@@ -11,6 +11,8 @@
 //!   id apart (§2.3, §4).
 //! - [`reservation`]: the durable high-water mark's file format and atomic write (§5).
 //! - [`renewal`]: when the reservation is renewed, by whom and to where (§5.1, §5.2).
+//! - [`floor`]: what a backend knows of its database's floor relation, and when it reads,
+//!   raises and flushes it (§5.3).
 //! - [`base32`]: the compact text form of an ID and its parser (§6).
 //! - [`partitions`]: the ID ranges of time partitions (docs/partitioning.md).
 //!
@@ -20,6 +22,7 @@
 
 pub mod base32;
 pub mod cluster_clock;
+pub mod floor;
 pub mod generator;
 pub mod layout;
 pub mod partitions;

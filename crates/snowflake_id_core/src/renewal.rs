@@ -113,6 +113,7 @@ impl RenewalPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::floor::{FloorCheck, FloorView, LoggedValue, PageLsns, Provenance};
     use proptest::prelude::*;
 
     /// A renewal as the glue does it: under the lock, renewed only if still needed.
@@ -140,6 +141,17 @@ mod tests {
         Session { lead: i64, lock_free: bool },
     }
 
+    /// A step of the simulated database beside the reservation (design §5.3): one of three
+    /// sessions issues the first ID of a tick, the WAL writer flushes, or a restore sets the
+    /// floor relation to another cluster's value (higher or lower), as `pg_restore` does.
+    #[derive(Clone, Debug)]
+    enum DatabaseEvent {
+        Server(Event),
+        FirstIdOfTick { session: usize, lead: i64 },
+        WalWriter,
+        Restore { value: i64 },
+    }
+
     fn event() -> impl Strategy<Value = Event> {
         prop_oneof![
             (0i64..400_000).prop_map(Event::Advance),
@@ -147,6 +159,62 @@ mod tests {
             (0i64..1_100_000, any::<bool>())
                 .prop_map(|(lead, lock_free)| Event::Session { lead, lock_free }),
         ]
+    }
+
+    fn database_event() -> impl Strategy<Value = DatabaseEvent> {
+        prop_oneof![
+            event().prop_map(DatabaseEvent::Server),
+            (0usize..3, 0i64..1_100_000)
+                .prop_map(|(session, lead)| DatabaseEvent::FirstIdOfTick { session, lead }),
+            Just(DatabaseEvent::WalWriter),
+            (0i64..8_000_000).prop_map(|value| DatabaseEvent::Restore { value }),
+        ]
+    }
+
+    /// A floor relation with its WAL: every value it held with the position of its record.
+    struct SimulatedRelation {
+        history: Vec<LoggedValue>,
+        writer_page: u64,
+        /// The writer relation names this cluster.
+        writer_ours: bool,
+        inserted: u64,
+        flushed: u64,
+    }
+
+    impl SimulatedRelation {
+        fn current(&self) -> LoggedValue {
+            *self.history.last().unwrap()
+        }
+
+        fn pages(&self) -> PageLsns {
+            [self.current().lsn, self.writer_page]
+        }
+
+        /// Sets the writer relation (to this cluster or another): its page moves.
+        fn set_writer(&mut self, ours: bool) {
+            self.inserted += 1;
+            self.writer_page = self.inserted;
+            self.writer_ours = ours;
+        }
+
+        fn set(&mut self, value: i64) -> LoggedValue {
+            self.inserted += 1;
+            let logged = LoggedValue {
+                value,
+                lsn: self.inserted,
+            };
+            self.history.push(logged);
+            logged
+        }
+
+        /// What the relation holds after a crash now: its latest flushed value.
+        fn after_crash(&self) -> i64 {
+            self.history
+                .iter()
+                .rev()
+                .find(|logged| logged.lsn <= self.flushed)
+                .map_or(i64::MIN, |logged| logged.value)
+        }
     }
 
     #[test]
@@ -198,79 +266,174 @@ mod tests {
     }
 
     proptest! {
-        /// The invariant of design §5.1/§5.2: once a session is through the policy (renewing
-        /// when told to wait, and when the lock was free), the reservation reaches at least
-        /// half a window beyond the tick it is about to use, and it never went down.
-        #[test]
-        fn a_session_through_the_policy_leaves_half_a_window(
-            ahead in 1i64..10_000_000,
-            // What is left beyond the tick, in windows (None: nothing reserved yet).
-            left in proptest::option::of(-2.0f64..2.0),
-            end in -1_000_000_000i64..1_000_000_000,
-            now in -1_000_000_000i64..1_000_000_000,
-            floor in prop_oneof![Just(i64::MIN), -1_000_000_000i64..1_000_000_000],
-            lock_free in any::<bool>(),
-        ) {
-            let policy = RenewalPolicy::new(ahead);
-            let until = left.map_or(i64::MIN, |left| end + (left * ahead as f64) as i64);
-            let after = match policy.for_session(until, end) {
-                SessionRenewal::Covered => until,
-                SessionRenewal::TryRenew { enough } if lock_free => {
-                    renew(&policy, until, end, enough, now, floor)
-                }
-                SessionRenewal::TryRenew { .. } => until,
-                SessionRenewal::WaitAndRenew { enough } => {
-                    renew(&policy, until, end, enough, now, floor)
-                }
-            };
-            prop_assert!(after >= until);
-            prop_assert!(after - end >= ahead / 2, "{after} - {end} < W/2");
-        }
+            /// The invariant of design §5.1/§5.2: once a session is through the policy (renewing
+            /// when told to wait, and when the lock was free), the reservation reaches at least
+            /// half a window beyond the tick it is about to use, and it never went down.
+            #[test]
+            fn a_session_through_the_policy_leaves_half_a_window(
+                ahead in 1i64..10_000_000,
+                // What is left beyond the tick, in windows (None: nothing reserved yet).
+                left in proptest::option::of(-2.0f64..2.0),
+                end in -1_000_000_000i64..1_000_000_000,
+                now in -1_000_000_000i64..1_000_000_000,
+                floor in prop_oneof![Just(i64::MIN), -1_000_000_000i64..1_000_000_000],
+                lock_free in any::<bool>(),
+            ) {
+                let policy = RenewalPolicy::new(ahead);
+                let until = left.map_or(i64::MIN, |left| end + (left * ahead as f64) as i64);
+                let after = match policy.for_session(until, end) {
+                    SessionRenewal::Covered => until,
+                    SessionRenewal::TryRenew { enough } if lock_free => {
+                        renew(&policy, until, end, enough, now, floor)
+                    }
+                    SessionRenewal::TryRenew { .. } => until,
+                    SessionRenewal::WaitAndRenew { enough } => {
+                        renew(&policy, until, end, enough, now, floor)
+                    }
+                };
+                prop_assert!(after >= until);
+                prop_assert!(after - end >= ahead / 2, "{after} - {end} < W/2");
+            }
 
-        /// A whole server over time: the worker, and sessions with and without the lock. Every
-        /// tick issued ends at least half a window below the reservation at the moment it is
-        /// issued, the reservation only rises, and it never goes below the durable floor.
+            /// A whole server over time: the worker, and sessions with and without the lock. Every
+            /// tick issued ends at least half a window below the reservation at the moment it is
+            /// issued, the reservation only rises, and it never goes below the durable floor.
+            #[test]
+            fn every_issued_tick_ends_half_a_window_below_the_reservation(
+                ahead in 1_000i64..4_000_000,
+                floor in prop_oneof![Just(i64::MIN), 0i64..5_000_000],
+                events in proptest::collection::vec(event(), 1..60),
+            ) {
+                let policy = RenewalPolicy::new(ahead);
+                let mut now = 1_000_000i64;
+                let mut until = i64::MIN;
+                let mut issued = 0i64;
+                for event in events {
+                    let before = until;
+                    match event {
+                        Event::Advance(by) => now += by,
+                        Event::Worker { standby } => {
+                            if let Some(horizon) = policy.for_worker(until, issued, now, || standby) {
+                                until = renew(&policy, until, horizon, policy.worker_mark(), now, floor);
+                                prop_assert!(until - horizon >= ahead * 3 / 4);
+                            }
+                        }
+                        Event::Session { lead, lock_free } => {
+                            let end = now + lead;
+                            match policy.for_session(until, end) {
+                                SessionRenewal::Covered => {}
+                                SessionRenewal::TryRenew { enough } => {
+                                    if lock_free {
+                                        until = renew(&policy, until, end, enough, now, floor);
+                                    }
+                                }
+                                SessionRenewal::WaitAndRenew { enough } => {
+                                    until = renew(&policy, until, end, enough, now, floor);
+                                }
+                            }
+                            prop_assert!(until - end >= ahead / 2, "{until} - {end} < W/2");
+                            issued = issued.max(end);
+                        }
+                    }
+                    prop_assert!(until >= before);
+                    if until != i64::MIN {
+                        prop_assert!(until >= floor.saturating_add(ahead));
+                        prop_assert!(until >= issued);
+                    }
+                }
+            }
+
+            /// The database beside the server (design §5.3): sessions go through the reservation
+        /// policy, then through the floor view before the first ID of each tick. Whatever the
+        /// order of renewals, flushes and restores, every tick's end is in the relation, and in
+        /// what it holds after a crash, when its first ID leaves; and a restore is read by each
+        /// session before its next tick.
         #[test]
-        fn every_issued_tick_ends_half_a_window_below_the_reservation(
+        fn every_issued_tick_is_in_the_floor_relation_durably(
             ahead in 1_000i64..4_000_000,
-            floor in prop_oneof![Just(i64::MIN), 0i64..5_000_000],
-            events in proptest::collection::vec(event(), 1..60),
+            events in proptest::collection::vec(database_event(), 1..80),
         ) {
             let policy = RenewalPolicy::new(ahead);
             let mut now = 1_000_000i64;
             let mut until = i64::MIN;
             let mut issued = 0i64;
+            let mut relation = SimulatedRelation {
+                history: vec![LoggedValue::NONE],
+                writer_page: 0,
+                writer_ours: true,
+                inserted: 0,
+                flushed: 0,
+            };
+            let mut views = [FloorView::NEW; 3];
+            // The floor the server learned from the relation (a cluster-wide raise), and the
+            // latest restored value.
+            let mut learned_floor = i64::MIN;
+            let mut restored = i64::MIN;
+            // This server's newest write and the one before it, as shared memory keeps them.
+            let mut this_servers_writes: Option<(LoggedValue, LoggedValue)> = None;
             for event in events {
-                let before = until;
                 match event {
-                    Event::Advance(by) => now += by,
-                    Event::Worker { standby } => {
+                    DatabaseEvent::Server(Event::Advance(by)) => now += by,
+                    DatabaseEvent::Server(Event::Worker { standby }) => {
                         if let Some(horizon) = policy.for_worker(until, issued, now, || standby) {
-                            until = renew(&policy, until, horizon, policy.worker_mark(), now, floor);
-                            prop_assert!(until - horizon >= ahead * 3 / 4);
+                            until = renew(&policy, until, horizon, policy.worker_mark(), now, i64::MIN);
+                            // A renewal's WAL record is flushed, and everything before it.
+                            relation.flushed = relation.inserted;
                         }
                     }
-                    Event::Session { lead, lock_free } => {
+                    DatabaseEvent::Server(Event::Session { .. }) => {}
+                    DatabaseEvent::WalWriter => relation.flushed = relation.inserted,
+                    DatabaseEvent::Restore { value } => {
+                        relation.set(value);
+                        relation.set_writer(false);
+                        restored = value;
+                    }
+                    DatabaseEvent::FirstIdOfTick { session, lead } => {
                         let end = now + lead;
-                        match policy.for_session(until, end) {
-                            SessionRenewal::Covered => {}
-                            SessionRenewal::TryRenew { enough } => {
-                                if lock_free {
-                                    until = renew(&policy, until, end, enough, now, floor);
+                        if let SessionRenewal::WaitAndRenew { enough } | SessionRenewal::TryRenew { enough } =
+                            policy.for_session(until, end)
+                        {
+                            until = renew(&policy, until, end, enough, now, i64::MIN);
+                            relation.flushed = relation.inserted;
+                        }
+                        let view = &mut views[session];
+                        let pages = relation.pages();
+                        let changed = view.check(end, pages, &policy) == FloorCheck::Read;
+                        if changed {
+                            let current = relation.current();
+                            let from = Provenance {
+                                set_by_this_server: this_servers_writes
+                                    .filter(|(newest, _)| *newest == current)
+                                    .map(|(_, before)| before),
+                                writer_is_this_cluster: relation.writer_ours,
+                                started_without_reservation: false,
+                            };
+                            if let Some(floor) = view.read(current, pages, from, until) {
+                                learned_floor = learned_floor.max(floor);
+                            }
+                            if let Some(value) = view.raise_to(end, until, &policy) {
+                                // Serialised writes, only upward.
+                                if relation.current().value < value {
+                                    let before = relation.current();
+                                    let writer_page = (!relation.writer_ours).then(|| {
+                                        // The writer first, as the glue does.
+                                        relation.set_writer(true);
+                                        relation.writer_page
+                                    });
+                                    let logged = relation.set(value);
+                                    this_servers_writes = Some((logged, before));
+                                    view.wrote(logged, writer_page);
                                 }
                             }
-                            SessionRenewal::WaitAndRenew { enough } => {
-                                until = renew(&policy, until, end, enough, now, floor);
-                            }
                         }
-                        prop_assert!(until - end >= ahead / 2, "{until} - {end} < W/2");
+                        prop_assert!(learned_floor >= restored, "a restore went unread");
+                        if let Some(lsn) = view.flush_for(end, relation.flushed) {
+                            relation.flushed = relation.flushed.max(lsn);
+                        }
+                        prop_assert!(relation.current().value >= end, "relation below tick {end}");
+                        prop_assert!(relation.after_crash() >= end, "not durable: tick {end}");
                         issued = issued.max(end);
                     }
-                }
-                prop_assert!(until >= before);
-                if until != i64::MIN {
-                    prop_assert!(until >= floor.saturating_add(ahead));
-                    prop_assert!(until >= issued);
                 }
             }
         }

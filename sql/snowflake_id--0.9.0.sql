@@ -205,7 +205,7 @@ COMMENT ON FUNCTION snowflake_convert_column(regclass, name, text) IS
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:323
+-- src/sql_api.rs:327
 -- snowflake_id::sql_api::snowflake_citus_forget_sequence
 CREATE  FUNCTION "snowflake_citus_forget_sequence"(
 	"name" TEXT /* & str */
@@ -217,7 +217,7 @@ AS 'MODULE_PATHNAME', 'snowflake_citus_forget_sequence_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:283
+-- src/sql_api.rs:287
 -- snowflake_id::sql_api::snowflake_citus_receive_sequence
 CREATE  FUNCTION "snowflake_citus_receive_sequence"(
 	"name" TEXT, /* & str */
@@ -404,7 +404,7 @@ AS 'MODULE_PATHNAME', 'snowflake_raise_floor_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:376
+-- src/sql_api.rs:380
 -- snowflake_id::sql_api::snowflake_stats
 CREATE  FUNCTION "snowflake_stats"() RETURNS TABLE (
 	"backward_steps" bigint,  /* i64 */
@@ -827,6 +827,39 @@ $function$;
 -- a new one have identical objects. An updated database's relation is empty until its first ID
 -- (or the next one a running session issues), which writes this server's reservation into it.
 
+-- The names must be free in the extension's schema: an object a role made there (in a database
+-- whose extension predated 0.5.0) is never taken for the floor (src/database_floor.rs reads only
+-- the extension's members), and the update says whose it is instead of failing with a bare
+-- "already exists".
+DO $$
+DECLARE
+    taken text;
+BEGIN
+    SELECT pg_catalog.format('%s %I.%I (owned by %I)',
+                             CASE c.relkind WHEN 'S' THEN 'sequence' WHEN 'r' THEN 'table'
+                                            WHEN 'v' THEN 'view' ELSE 'relation' END,
+                             n.nspname, c.relname, pg_catalog.pg_get_userbyid(c.relowner))
+      INTO taken
+      FROM pg_catalog.pg_class c
+      JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+     WHERE c.relnamespace OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace
+       AND c.relname OPERATOR(pg_catalog.=) ANY
+           (ARRAY['snowflake_floor', 'snowflake_floor_writer']::pg_catalog.name[])
+     ORDER BY c.relname
+     LIMIT 1;
+    IF taken IS NOT NULL THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'duplicate_table',
+            MESSAGE = pg_catalog.format(
+                'snowflake_id cannot create its floor relation: %s has its name', taken),
+            DETAIL = 'snowflake_id 0.5.0 and later keep the floor of each database in the sequences '
+                     'snowflake_floor and snowflake_floor_writer of the extension''s schema; an '
+                     'object that is not the extension''s is never read as them.',
+            HINT = 'Rename or drop that object (ALTER ... RENAME TO ...), then run the command again.';
+    END IF;
+END
+$$;
+
 CREATE SEQUENCE snowflake_floor AS bigint MINVALUE 0 START WITH 0 NO CYCLE;
 COMMENT ON SEQUENCE snowflake_floor IS
     'snowflake_id: no ID issued in this database has a tick ending after this time (µs since 1970)';
@@ -854,7 +887,23 @@ REVOKE EXECUTE ON FUNCTION snowflake_raise_floor(timestamptz) FROM PUBLIC;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:334
+-- src/lib.rs:98
+-- requires:
+--   database_floor
+
+-- snowflake_id 0.8.0 → 0.9.0: the floor relations can be read by every role, so that any role
+-- that can dump the database (its owner, a member of pg_read_all_data) dumps their values too.
+-- pg_dump reads every configuration sequence of an extension; without SELECT on them a
+-- non-superuser's dump failed with "permission denied for sequence snowflake_floor". What they
+-- hold is not secret: a time already shown by snowflake_stats() and a system identifier that
+-- pg_control_system() shows everybody. Writing them stays the owner's (a superuser's).
+-- In a fresh install this runs too (extension_sql_file! in src/lib.rs).
+
+GRANT SELECT ON SEQUENCE snowflake_floor, snowflake_floor_writer TO PUBLIC;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/sql_api.rs:338
 -- snowflake_id::sql_api::snowflake_worker_slots
 CREATE  FUNCTION "snowflake_worker_slots"() RETURNS TABLE (
 	"worker" INT,  /* i32 */

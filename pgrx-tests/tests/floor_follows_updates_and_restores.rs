@@ -1,0 +1,233 @@
+//! The floor relation keeps up with sessions that were already running (docs/design.md §5.3):
+//!
+//! - sessions connected before `ALTER EXTENSION snowflake_id UPDATE` from 0.4.0 (which creates
+//!   the relation) write it at their next tick, so after the README's update steps a dump of
+//!   the database carries a floor above every ID issued, also by them; restored into a cluster
+//!   33 s behind, it continues above every one of them;
+//! - a dump of another cluster (its clock 40 s ahead) restored into a live database, with
+//!   `pg_restore --clean --if-exists` or `--data-only`, is seen by the sessions generating
+//!   there before their next tick: no ID they issue once the restore has returned is at or
+//!   below a restored one.
+//!
+//! Each prints what it saw (`--nocapture`).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use snowflake_id_cluster_tests::fixtures::{
+    assert_no_id_reissued, assert_server_clock_offset, column, count, default_id_unix_ms,
+    insert_for, insert_load, install_release_0_1_0_script, load_after, Issued, DEFAULT_IDS_TABLE,
+};
+use snowflake_id_cluster_tests::{error_parts, Cluster, InDatabase};
+
+/// Table `ids` of `DEFAULT_IDS_TABLE`, without creating the extension.
+fn ids_table() -> &'static str {
+    DEFAULT_IDS_TABLE.split_once(';').unwrap().1
+}
+
+#[test]
+fn sessions_older_than_the_update_keep_the_floor_above_their_ids() {
+    let test = "update from 0.4.0 under load, dump restored 33 s behind";
+    install_release_0_1_0_script();
+    let cluster = Cluster::builder().start();
+    cluster
+        .connect()
+        .batch_execute("CREATE DATABASE pool")
+        .unwrap();
+    let mut admin = cluster.connect_to("pool");
+    admin
+        .batch_execute(&format!(
+            "CREATE EXTENSION snowflake_id VERSION '0.1.0';
+             ALTER EXTENSION snowflake_id UPDATE TO '0.4.0';
+             {}",
+            ids_table()
+        ))
+        .unwrap();
+    let pool = InDatabase {
+        cluster: &cluster,
+        database: "pool",
+    };
+    let mut before = Issued::new("4 sessions connected before the update");
+    thread::scope(|scope| {
+        let load = scope.spawn(|| {
+            let mut load = Issued::new("4 sessions connected before the update");
+            insert_for(&pool, &mut load, 0..4, Duration::from_secs(8));
+            load
+        });
+        thread::sleep(Duration::from_secs(2));
+        // The README's update steps: update, then one ID in a new session.
+        admin
+            .batch_execute("ALTER EXTENSION snowflake_id UPDATE")
+            .unwrap();
+        cluster
+            .connect_to("pool")
+            .batch_execute("SELECT snowflake_nextval()")
+            .unwrap();
+        before = load.join().unwrap();
+    });
+    let floor_us = count(&mut admin, "SELECT last_value FROM snowflake_floor");
+    let newest = before.max().unwrap();
+    let newest_end_us = (default_id_unix_ms(newest) + 1) * 1000;
+    println!(
+        "[{test}] {} IDs; the floor relation is {:.3} s above the end of the newest ID's tick",
+        before.ids.len(),
+        (floor_us - newest_end_us) as f64 / 1e6
+    );
+    assert!(
+        floor_us >= newest_end_us,
+        "the floor relation is {} µs below the newest ID",
+        newest_end_us - floor_us
+    );
+
+    let behind = Cluster::builder().faketime_at("-33s").start();
+    let mut client = behind.connect();
+    assert_server_clock_offset(&mut client, -33_000_000);
+    client.batch_execute("CREATE DATABASE pool").unwrap();
+    cluster.dump_and_restore_into("pool", &behind, "pool");
+    let after = load_after(
+        "the dump restored into a cluster 33 s behind",
+        "restored cluster, insert load",
+        &InDatabase {
+            cluster: &behind,
+            database: "pool",
+        },
+        &[&before],
+    );
+    assert_no_id_reissued(test, &[&before, &after]);
+}
+
+/// IDs one live session issued: each call's start, and the IDs it returned.
+struct LiveSession {
+    calls: Vec<(Instant, Vec<i64>)>,
+    errors: usize,
+}
+
+/// Sessions generating in database `database` of `cluster` (50 IDs a statement, back to back)
+/// while `during` runs, and 2 s after; an error while a restore has dropped the extension and
+/// not yet created it again is counted and the session goes on.
+fn generate_around<T>(
+    cluster: &Cluster,
+    database: &str,
+    sessions: usize,
+    during: impl FnOnce() -> T,
+) -> (Vec<LiveSession>, T) {
+    let stop = AtomicBool::new(false);
+    thread::scope(|scope| {
+        let handles: Vec<_> = (0..sessions)
+            .map(|_| {
+                let stop = &stop;
+                let mut client = cluster.connect_to(database);
+                scope.spawn(move || {
+                    let mut session = LiveSession {
+                        calls: Vec::new(),
+                        errors: 0,
+                    };
+                    while !stop.load(Ordering::Relaxed) {
+                        let started = Instant::now();
+                        match client.query(
+                            "SELECT snowflake_nextval() FROM generate_series(1, 50)",
+                            &[],
+                        ) {
+                            Ok(rows) => session
+                                .calls
+                                .push((started, rows.iter().map(|row| row.get(0)).collect())),
+                            Err(error) => {
+                                // While the extension is gone: its function (42883), or its
+                                // catalog under a statement already running (42704).
+                                let (code, message, _) = error_parts(&error);
+                                assert!(
+                                    ["42883", "42704"].contains(&code.as_str()),
+                                    "a live session failed: {code} {message}"
+                                );
+                                session.errors += 1;
+                                thread::sleep(Duration::from_millis(5));
+                            }
+                        }
+                    }
+                    session
+                })
+            })
+            .collect();
+        thread::sleep(Duration::from_secs(1));
+        let result = during();
+        thread::sleep(Duration::from_secs(2));
+        stop.store(true, Ordering::Relaxed);
+        let sessions = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        (sessions, result)
+    })
+}
+
+/// Restores a dump of a cluster whose clock is 40 s ahead into database `live` of a cluster
+/// where 3 sessions keep generating, with pg_restore's `options`; asserts that no ID a session
+/// issued in a statement started after pg_restore returned is at or below a restored ID.
+fn restore_into_a_live_database(test: &str, options: &[&str], live_has_the_table: bool) {
+    let source = Cluster::builder().faketime_at("+40s").start();
+    assert_server_clock_offset(&mut source.connect(), 40_000_000);
+    source.connect().batch_execute(DEFAULT_IDS_TABLE).unwrap();
+    let mut stored = Issued::new("the other cluster (clock 40 s ahead)");
+    insert_load(&source, &mut stored, 0..2, 5_000);
+    let dump = source.dump_as("postgres", "postgres");
+
+    let live = Cluster::builder().start();
+    live.connect()
+        .batch_execute("CREATE DATABASE live")
+        .unwrap();
+    let mut admin = live.connect_to("live");
+    admin
+        .batch_execute("CREATE EXTENSION snowflake_id")
+        .unwrap();
+    if live_has_the_table {
+        admin.batch_execute(ids_table()).unwrap();
+    }
+    let (sessions, restored_at) = generate_around(&live, "live", 3, || {
+        let restored = live.pg_restore(&dump, "live", options);
+        assert!(
+            restored.status.success(),
+            "pg_restore {options:?}: {}",
+            String::from_utf8_lossy(&restored.stderr)
+        );
+        Instant::now()
+    });
+    let restored: Vec<i64> = column(&mut admin, "SELECT id FROM ids ORDER BY id");
+    assert_eq!(restored.len(), 10_000, "the restored rows");
+    let newest_restored = *restored.last().unwrap();
+    let after: Vec<i64> = sessions
+        .iter()
+        .flat_map(|session| &session.calls)
+        .filter(|(started, _)| *started > restored_at)
+        .flat_map(|(_, ids)| ids.iter().copied())
+        .collect();
+    let at_or_below = after.iter().filter(|&&id| id <= newest_restored).count();
+    let equal = after
+        .iter()
+        .filter(|id| restored.binary_search(id).is_ok())
+        .count();
+    let errors: usize = sessions.iter().map(|session| session.errors).sum();
+    println!(
+        "[{test}] {} IDs issued after pg_restore returned: {at_or_below} at or below the newest \
+         restored ID, {equal} equal to a restored one ({errors} calls failed while the \
+         extension was gone)",
+        after.len()
+    );
+    assert!(after.len() > 1_000, "the sessions kept generating");
+    assert_eq!((at_or_below, equal), (0, 0), "[{test}]");
+}
+
+#[test]
+fn a_clean_restore_into_a_live_database_is_seen_before_the_next_tick() {
+    restore_into_a_live_database(
+        "pg_restore --clean --if-exists into a live database",
+        &["--clean", "--if-exists"],
+        false,
+    );
+}
+
+#[test]
+fn a_data_only_restore_into_a_live_database_is_seen_before_the_next_tick() {
+    restore_into_a_live_database(
+        "pg_restore --data-only into a live database",
+        &["--data-only"],
+        true,
+    );
+}
