@@ -25,7 +25,7 @@ install_tree_by_rename() {
 }
 
 # install_package PACKAGE: installs a package from scripts/build-package.sh the way its users
-# do: a .deb with dpkg, a tarball with the one-line `tar --unlink-first` of the README.
+# do: a .deb with dpkg, a tarball with the one-line `tar --unlink-first` of docs/contributing.md.
 install_package() {
     case $1 in
         *.deb) dpkg -i "$1" ;;

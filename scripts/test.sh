@@ -4,6 +4,7 @@
 # on any failure; the last line is the total, "N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
+suite_started=$SECONDS
 source scripts/install-deps.sh
 source scripts/install-client-deps.sh
 source scripts/safe-install.sh
@@ -16,6 +17,8 @@ LOGS=/tmp/snowflake-test-logs
 rm -rf "$LOGS"
 mkdir -p "$LOGS"
 failed_steps=()
+# "SECONDS NAME" of every timed part, printed at the end (where the time went).
+step_times=()
 
 # run_step NAME LOG COMMAND…: runs COMMAND, its output shown and kept in LOG; a failure is
 # recorded (and counted in the summary) and the suite goes on with the next step.
@@ -23,9 +26,11 @@ run_step() {
     local name=$1 log=$2
     shift 2
     step "$name"
+    local started=$SECONDS
     if ! "$@" 2>&1 | tee "$log"; then
         failed_steps+=("$name (log: $log)")
     fi
+    step_times+=("$((SECONDS - started)) $name")
 }
 
 # same_install_script COMMITTED GENERATED: whether the committed install script is the one
@@ -79,6 +84,8 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
     install_pg_partman_from_source "$major"
 done
 
+step_times+=("$((SECONDS - suite_started)) installs (everything above)")
+lint_started=$SECONDS
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
@@ -89,6 +96,7 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
         -- -D warnings
 done
 
+step_times+=("$((SECONDS - lint_started)) cargo fmt and clippy")
 run_step "pure core: unit and property tests (cargo test -p snowflake_id_core, no PostgreSQL)" \
     "$LOGS/core.log" cargo test -p snowflake_id_core
 # The model check of a worker id going from one session to shared (loom explores every
@@ -179,5 +187,9 @@ done
 if [ "${#failed_steps[@]}" -gt 0 ] && [ "$total_failed" -eq 0 ]; then
     total_failed=${#failed_steps[@]}
 fi
+echo
+echo "where the time went (seconds):"
+printf '  %s\n' "${step_times[@]}"
+echo "  $((SECONDS - suite_started)) in all"
 echo "total: $total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]

@@ -196,8 +196,10 @@ pub fn raise_floor(until_unix_us: i64) -> i64 {
     with_backend(|backend| {
         let catalog = backend.sequences.catalog_table();
         backend.floor.follow(catalog);
-        // The database first (a WAL record, flushed), then the cluster: its WAL (standbys,
-        // restored backups), its file and its clock, which every session reads.
+        // This server's sessions first (the durable floor in memory, which every new tick
+        // checks), then the database (a WAL record, flushed), then the cluster's WAL (standbys,
+        // restored backups) and file.
+        shared.raise_durable_floor(until_unix_us);
         backend.floor.raise(catalog, until_unix_us, shared);
         shared.log_and_raise_durable_floor(until_unix_us);
     });
@@ -411,9 +413,15 @@ fn issue(
                     // durably, in the cluster and in this database.
                     let end = layout.tick_start_unix_us(tick + 1);
                     shared.ensure_reserved(end);
-                    if !floor.cover(end, shared) {
-                        // A restore brought a floor at or above this tick: the clock moved
-                        // above it, so the next proposal is a later tick.
+                    // A floor learned from elsewhere (a restore into this database, learned
+                    // here or by another session a moment ago) may cover this tick: never
+                    // issue in a tick that ends at or below the durable floor.
+                    let covered = floor.cover(end, shared);
+                    let durable = shared.durable_floor();
+                    if !covered || end <= durable {
+                        issuer
+                            .generator
+                            .skip_to(layout.first_tick_at_or_after(durable));
                         continue;
                     }
                     issuer.published_tick = Some(tick);

@@ -121,9 +121,18 @@ fn layout_of_row(row: &SpiHeapTupleData, first: usize) -> Result<Layout, pgrx::s
     })
 }
 
-/// The layout of sequence `name`, or None when no such sequence exists: one probe of the
-/// catalog table's primary key, without SQL (see `find`).
-pub fn load_layout(catalog: &CatalogTable, name: &str) -> Option<Layout> {
+/// Which version of a sequence's catalog row was read: a sequence dropped and created again has
+/// a new row (another inserting transaction or another place), even with an equal layout.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct RowVersion {
+    inserted_by: pg_sys::TransactionId,
+    block: u32,
+    offset: u16,
+}
+
+/// The layout of sequence `name` and its row's version, or None when no such sequence exists:
+/// one probe of the catalog table's primary key, without SQL (see `find`).
+pub fn load_layout(catalog: &CatalogTable, name: &str) -> Option<(Layout, RowVersion)> {
     // SAFETY: an index scan of the catalog table inside a transaction, as PostgreSQL scans its
     // own catalogs (systable_beginscan); the key is a text datum made here, the tuple is read
     // before the scan ends, and the relation stays open (and locked) meanwhile.
@@ -169,6 +178,12 @@ pub fn load_layout(catalog: &CatalogTable, name: &str) -> Option<Layout> {
         );
         let row = pg_sys::systable_getnext(scan);
         let layout = (!row.is_null()).then(|| {
+            let place = (*row).t_self;
+            let version = RowVersion {
+                inserted_by: (*(*row).t_data).t_choice.t_heap.t_xmin,
+                block: (u32::from(place.ip_blkid.bi_hi) << 16) | u32::from(place.ip_blkid.bi_lo),
+                offset: place.ip_posid,
+            };
             let value = |attribute: &std::ffi::CStr| {
                 NonZeroUsize::new(column(attribute).max(0) as usize)
                     .and_then(|number| pgrx::heap_getattr_raw(row, number, descriptor))
@@ -178,7 +193,7 @@ pub fn load_layout(catalog: &CatalogTable, name: &str) -> Option<Layout> {
                     i32::from_datum(datum, false).unwrap_or(-1).clamp(0, 255) as u8
                 })
             };
-            Layout {
+            let layout = Layout {
                 time_bits: width(c"time_bits"),
                 node_bits: width(c"node_bits"),
                 worker_bits: width(c"worker_bits"),
@@ -190,13 +205,14 @@ pub fn load_layout(catalog: &CatalogTable, name: &str) -> Option<Layout> {
                 epoch_unix_us: value(c"epoch")
                     .and_then(|datum| TimestampWithTimeZone::from_datum(datum, false))
                     .map_or(i64::MIN, timestamps::unix_us),
-            }
+            };
+            (layout, version)
         });
         pg_sys::systable_endscan(scan);
         pg_sys::table_close(table, ACCESS_SHARE);
         layout
     }?;
-    if let Err(problem) = layout.validate() {
+    if let Err(problem) = layout.0.validate() {
         errors::stored_layout_invalid(name, &problem).raise();
     }
     Some(layout)

@@ -190,7 +190,7 @@ mod tests {
         assert!(one::<i64>("INSERT INTO c_positive DEFAULT VALUES RETURNING id") > 1_000_000);
     }
 
-    /// The two refusals PostgreSQL itself raises inside the conversion (README, "Raised by
+    /// The two refusals PostgreSQL itself raises inside the conversion (reference, "Raised by
     /// PostgreSQL"), each changing nothing.
     #[pg_test]
     fn convert_refusals_raised_by_postgres_change_nothing() {

@@ -95,13 +95,18 @@ impl DatabaseFloor {
     /// Before the first ID of a tick ending at `end_unix_us` leaves (the reservation already
     /// covers it): the relation holds at least `end_unix_us`, and the WAL holds that write.
     /// Returns false when the relation brought a floor from elsewhere at or above the tick's
-    /// end (a restore into this database): the tick may hold restored IDs, and the cluster
-    /// clock has moved above it.
+    /// end (a restore into this database): the tick may hold restored IDs, and the durable floor
+    /// has risen above it.
     pub fn cover(&mut self, end_unix_us: i64, shared: &SharedState) -> bool {
+        if self.relations.is_none() {
+            // SAFETY: processes pending invalidation messages, as any lock acquisition does, so
+            // that relations an update made since this transaction started are seen.
+            unsafe { pg_sys::AcceptInvalidationMessages() };
+        }
         let Some(relations) = self.located() else {
             return true;
         };
-        let Some(pages) = relations.page_lsns() else {
+        let Some(mut pages) = relations.page_lsns() else {
             // Dropped under us (DROP EXTENSION): the catalog's invalidation follows.
             self.relations = None;
             return true;
@@ -110,7 +115,9 @@ impl DatabaseFloor {
         match self.view.check(end_unix_us, pages, &policy) {
             FloorCheck::Covered => return true,
             FloorCheck::Flush => {}
-            FloorCheck::Read => {
+            FloorCheck::Read => loop {
+                // Read, raise if near; when somebody changed the relation in between (another
+                // backend's write, a restore), read again rather than write over it.
                 if self
                     .read(relations, pages, shared)
                     .is_some_and(|floor| floor >= end_unix_us)
@@ -118,10 +125,18 @@ impl DatabaseFloor {
                     return false;
                 }
                 let reserved = shared.reserved_until();
-                if let Some(target) = self.view.raise_to(end_unix_us, reserved, &policy) {
-                    self.raise_relation(relations, target, shared);
+                let Some(target) = self.view.raise_to(end_unix_us, reserved, &policy) else {
+                    break;
+                };
+                if self.raise_relation(relations, target, pages, shared) {
+                    break;
                 }
-            }
+                let Some(now) = relations.page_lsns() else {
+                    self.relations = None;
+                    return true;
+                };
+                pages = now;
+            },
         }
         // SAFETY: reads the flushed WAL position from shared memory; no timeline is asked for.
         let flushed = unsafe { pg_sys::GetFlushRecPtr(std::ptr::null_mut()) };
@@ -137,12 +152,16 @@ impl DatabaseFloor {
         let relations = self
             .located()
             .unwrap_or_else(|| errors::floor_relation_missing(&catalog.schema).raise());
-        let pages = relations
-            .page_lsns()
-            .unwrap_or_else(|| errors::floor_relation_missing(&catalog.schema).raise());
-        self.read(relations, pages, shared);
-        if self.view.newest().value < until_unix_us {
-            self.raise_relation(relations, until_unix_us, shared);
+        loop {
+            let pages = relations
+                .page_lsns()
+                .unwrap_or_else(|| errors::floor_relation_missing(&catalog.schema).raise());
+            self.read(relations, pages, shared);
+            if self.view.newest().value >= until_unix_us
+                || self.raise_relation(relations, until_unix_us, pages, shared)
+            {
+                break;
+            }
         }
         // SAFETY: as in `cover`.
         let flushed = unsafe { pg_sys::GetFlushRecPtr(std::ptr::null_mut()) };
@@ -155,6 +174,15 @@ impl DatabaseFloor {
     /// Reads the relations (their pages read before, as `pages`); raises the durable floor to
     /// what the value teaches, and returns that.
     fn read(&mut self, relations: Relations, pages: PageLsns, shared: &SharedState) -> Option<i64> {
+        // The owner may have changed since the lookup (REASSIGN OWNED, ALTER ROLE): checked at
+        // every read, not only when the session looked the relations up.
+        let relations = Relations {
+            owner: trusted_owner(relations.floor),
+            ..relations
+        };
+        if let Some(located) = self.relations.as_mut() {
+            located.owner = relations.owner;
+        }
         let current = relations.current();
         self.ours = relations.value(relations.writer) == Some(this_cluster());
         let from = Provenance {
@@ -171,14 +199,24 @@ impl DatabaseFloor {
         learned
     }
 
-    /// Raises the relation to `value`, unless another backend raised it as far since this one
-    /// read it (then reads it again): writes are serialised, so the relation only rises.
-    fn raise_relation(&mut self, relations: Relations, value: i64, shared: &SharedState) {
+    /// Raises the relation to `value` when its pages are still `read_at`, as this backend read
+    /// them before its last read of the value; returns false, writing nothing, when somebody
+    /// changed it since (another backend's write, a restore): the caller reads it again. Writes
+    /// are serialised, so the relation only rises through them. (A `setval` that is not the
+    /// extension's, landing between the check and the write, a few microseconds, is written
+    /// over: design §5.3.)
+    fn raise_relation(
+        &mut self,
+        relations: Relations,
+        value: i64,
+        read_at: PageLsns,
+        shared: &SharedState,
+    ) -> bool {
         relations.lock_for_write();
         let recent = &shared.floor_writes;
-        let raised = recent.exclusive(|| {
+        recent.exclusive(|| {
             let current = relations.current();
-            if current.value >= value {
+            if relations.page_lsns() != Some(read_at) || current.value >= value {
                 return false;
             }
             let mut writer_page = None;
@@ -197,12 +235,7 @@ impl DatabaseFloor {
             recent.remember(&relations, current, logged);
             self.view.wrote(logged, writer_page);
             true
-        });
-        if !raised {
-            if let Some(pages) = relations.page_lsns() {
-                self.read(relations, pages, shared);
-            }
-        }
+        })
     }
 }
 
@@ -252,7 +285,9 @@ impl Relations {
             let buffer = pg_sys::ReadBuffer(opened, 0);
             let lsn = pg_sys::BufferGetLSNAtomic(buffer);
             pg_sys::ReleaseBuffer(buffer);
-            pg_sys::relation_close(opened, lock);
+            // The lock is kept to the end of the transaction: the next tick's look takes it
+            // again without a trip to the lock manager's shared table.
+            pg_sys::relation_close(opened, pg_sys::NoLock as pg_sys::LOCKMODE);
             Some(lsn)
         }
     }
@@ -263,15 +298,20 @@ impl Relations {
         Some([Self::page_lsn(self.floor)?, Self::page_lsn(self.writer)?])
     }
 
-    /// The floor's value (i64::MIN before it was first set) and its page's LSN, read after the
-    /// value, so at or after the end of the record that wrote it (bounded by the insert
-    /// position, for a page `pg_upgrade` brought from another cluster's WAL).
+    /// The floor's value (i64::MIN before it was first set) and its page's LSN, read before
+    /// and after the value until both agree, so the end of the record that wrote it (bounded by
+    /// the insert position, for a page `pg_upgrade` brought from another cluster's WAL).
     fn current(&self) -> LoggedValue {
-        LoggedValue {
-            value: self.value(self.floor).unwrap_or(i64::MIN),
-            lsn: Self::page_lsn(self.floor)
-                .unwrap_or(0)
-                .min(flushable_insert_position()),
+        loop {
+            let before = Self::page_lsn(self.floor).unwrap_or(0);
+            let value = self.value(self.floor).unwrap_or(i64::MIN);
+            let after = Self::page_lsn(self.floor).unwrap_or(0);
+            if before == after {
+                return LoggedValue {
+                    value,
+                    lsn: after.min(flushable_insert_position()),
+                };
+            }
         }
     }
 
@@ -338,7 +378,10 @@ impl FloorWrites {
 
     /// The slots this database's relation may use: a few from its hash on.
     fn candidates(&self, relations: &Relations) -> impl Iterator<Item = &FloorWriteSlot> {
-        let key = this_database() ^ relations.floor.to_u32().rotate_left(16);
+        // A multiplicative hash: database and relation OIDs are small and close together.
+        let key = (u64::from(this_database()) << 32 | u64::from(relations.floor.to_u32()))
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            >> 40;
         (0..FLOOR_PROBES).map(move |probe| &self.slots[(key as usize + probe) % FLOOR_WRITE_SLOTS])
     }
 
@@ -411,53 +454,68 @@ fn flushable_insert_position() -> pg_sys::XLogRecPtr {
 /// owned by a role that is not a superuser (moved by `REASSIGN OWNED`) is refused (55000), since
 /// its owner could set any floor for the whole server.
 fn locate(catalog: pg_sys::Oid) -> Option<Relations> {
-    // SAFETY: syscache and pg_depend lookups inside a transaction; the catalog table exists
-    // (just found), and a relation is opened only to read its owner.
+    // SAFETY: syscache and pg_depend lookups inside a transaction.
     unsafe {
         let namespace = pg_sys::get_rel_namespace(catalog);
+        let named = |name: &std::ffi::CStr| {
+            let relation = pg_sys::get_relname_relid(name.as_ptr(), namespace);
+            (relation != pg_sys::InvalidOid
+                && pg_sys::get_rel_relkind(relation)
+                    == pg_sys::RELKIND_SEQUENCE as std::ffi::c_char)
+                .then_some(relation)
+        };
+        // The names first (a syscache probe), then membership (a pg_depend scan).
+        let (floor, writer) = (named(RELATION_NAME)?, named(WRITER_RELATION_NAME)?);
         let extension = pg_sys::getExtensionOfObject(pg_sys::RelationRelationId, catalog);
-        if extension == pg_sys::InvalidOid {
+        let member = |relation| {
+            pg_sys::getExtensionOfObject(pg_sys::RelationRelationId, relation) == extension
+        };
+        if extension == pg_sys::InvalidOid || !member(floor) || !member(writer) {
             return None;
         }
-        let member = |name: &std::ffi::CStr| -> Option<(pg_sys::Oid, pg_sys::Oid)> {
-            let relation = pg_sys::get_relname_relid(name.as_ptr(), namespace);
-            let is_member = relation != pg_sys::InvalidOid
-                && pg_sys::get_rel_relkind(relation)
-                    == pg_sys::RELKIND_SEQUENCE as std::ffi::c_char
-                && pg_sys::getExtensionOfObject(pg_sys::RelationRelationId, relation) == extension;
-            if !is_member {
-                return None;
-            }
-            let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
-            let opened = pg_sys::relation_open(relation, lock);
-            let owner = (*(*opened).rd_rel).relowner;
-            pg_sys::relation_close(opened, lock);
-            if !pg_sys::superuser_arg(owner) {
-                let quoted = |name: *const std::ffi::c_char| {
-                    std::ffi::CStr::from_ptr(pg_sys::quote_identifier(name))
-                };
-                let schema = quoted(pg_sys::get_namespace_name(namespace));
-                let relation = quoted(name.as_ptr());
-                let role = std::ffi::CStr::from_ptr(pg_sys::GetUserNameFromId(owner, true));
-                errors::floor_relation_not_superuser_owned(
-                    &format!(
-                        "{}.{}",
-                        schema.to_string_lossy(),
-                        relation.to_string_lossy()
-                    ),
-                    &role.to_string_lossy(),
-                )
-                .raise();
-            }
-            Some((relation, owner))
-        };
-        let (floor, owner) = member(RELATION_NAME)?;
-        let (writer, _) = member(WRITER_RELATION_NAME)?;
+        trusted_owner(writer);
         Some(Relations {
             floor,
             writer,
-            owner,
+            owner: trusted_owner(floor),
         })
+    }
+}
+
+/// The owner of a floor relation, which must be a superuser (55000 otherwise): its owner can
+/// set the floor, which counts for every database of the server.
+fn trusted_owner(relation: pg_sys::Oid) -> pg_sys::Oid {
+    // SAFETY: opens a relation that exists (checked by the caller) to read its owner, and reads
+    // names from the syscache; every name is copied before the next call.
+    unsafe {
+        let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+        let opened = pg_sys::relation_open(relation, lock);
+        let owner = (*(*opened).rd_rel).relowner;
+        pg_sys::relation_close(opened, pg_sys::NoLock as pg_sys::LOCKMODE);
+        if !pg_sys::superuser_arg(owner) {
+            let text = |name: *const std::ffi::c_char| {
+                if name.is_null() {
+                    "?".to_owned()
+                } else {
+                    std::ffi::CStr::from_ptr(name)
+                        .to_string_lossy()
+                        .into_owned()
+                }
+            };
+            let schema = pg_sys::get_namespace_name(pg_sys::get_rel_namespace(relation));
+            let name = pg_sys::get_rel_name(relation);
+            let qualified = format!(
+                "{}.{}",
+                text(pg_sys::quote_identifier(schema)),
+                text(pg_sys::quote_identifier(name))
+            );
+            errors::floor_relation_not_superuser_owned(
+                &qualified,
+                &text(pg_sys::GetUserNameFromId(owner, true)),
+            )
+            .raise();
+        }
+        owner
     }
 }
 

@@ -1,5 +1,5 @@
 //! Every error the extension's Rust code raises, in one place: a SQLSTATE, a message that names
-//! the object, and a hint where there is a fix. The README's error table lists exactly the
+//! the object, and a hint where there is a fix. The reference's error table (docs/reference.md) lists exactly the
 //! SQLSTATEs used here and in the PL/pgSQL of `sql/` (checked by
 //! pgrx-tests/tests/error_table.rs), so no other Rust file raises an error itself.
 
@@ -94,8 +94,11 @@ pub fn node_id_does_not_fit(sequence: &str, layout: &Layout, node_id: i32) -> Er
              sequence \"{sequence}\""
         ),
         Some(if bits == 0 {
-            "This sequence has no node bits: use a sequence with node bits (preset \
-             'sharded') for multi-node setups, or unset snowflake_id.node_id."
+            "This sequence has no node bits, so its IDs cannot carry a node id. For several \
+             clusters, switch each column to a sequence with node bits: \
+             SELECT snowflake_create_sequence('orders', preset => 'sharded'); then \
+             SELECT snowflake_convert_column('<table>', '<column>', 'orders'); (README, \
+             \"Choose a layout\"). For one cluster, unset snowflake_id.node_id and restart."
                 .into()
         } else {
             format!(
@@ -382,7 +385,7 @@ pub fn reservation_was_unusable(path: &str) -> Error {
 fn reservation_unusable_hint() -> Option<String> {
     Some(
         "IDs are refused because the last reserved time is unknown. Restore the file from a \
-         backup, or write a time later than any ID issued (see README, \"Guarantees\") and \
+         backup, or write a time later than any ID issued (see docs/reference.md, \"Guarantees\") and \
          restart the server."
             .into(),
     )

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use pgrx::prelude::*;
 use snowflake_id_core::layout::Layout;
 
-use crate::catalog::{self, CatalogTable};
+use crate::catalog::{self, CatalogTable, RowVersion};
 use crate::errors;
 
 /// Set by the relcache callback when the catalog table may have changed (a sequence was
@@ -27,6 +27,8 @@ pub struct SequenceCache<S> {
 pub struct Entry<S> {
     pub name: String,
     pub layout: Layout,
+    /// The catalog row the layout was read from.
+    row: RowVersion,
     /// What the cache's user keeps per sequence; None again after the layout changed.
     pub state: Option<S>,
     /// False after the catalog changed: re-read the layout before the next use.
@@ -80,7 +82,7 @@ impl<S> SequenceCache<S> {
             }
         }
         let catalog = self.catalog_table().clone();
-        let Some(layout) = catalog::load_layout(&catalog, name) else {
+        let Some((layout, row)) = catalog::load_layout(&catalog, name) else {
             if let Some(position) = position {
                 self.entries.remove(position);
             }
@@ -89,10 +91,12 @@ impl<S> SequenceCache<S> {
         match position {
             Some(position) => {
                 let entry = &mut self.entries[position];
-                if entry.layout != layout {
-                    // Dropped and created again with another layout: new state, whose ticks are
-                    // claimed on the worker id afresh.
+                if entry.row != row {
+                    // Dropped and created again (a new ID space, whatever its layout): new
+                    // state, whose ticks are claimed on the worker id afresh, and no current
+                    // value (snowflake_currval) until its first ID.
                     entry.layout = layout;
+                    entry.row = row;
                     entry.state = None;
                 }
                 entry.verified = true;
@@ -102,6 +106,7 @@ impl<S> SequenceCache<S> {
                 self.entries.push(Entry {
                     name: name.to_owned(),
                     layout,
+                    row,
                     state: None,
                     verified: true,
                 });

@@ -315,7 +315,7 @@ fn snowflake_citus_receive_sequence(
     let catalog = backend::catalog_table();
     match catalog::load_layout(&catalog, name) {
         None => catalog::insert(&catalog, name, preset, &layout),
-        Some(existing) if existing == layout => {}
+        Some((existing, _)) if existing == layout => {}
         Some(_) => {
             errors::citus_sequence_differs(name, &catalog.schema, "this Citus worker").raise()
         }

@@ -537,7 +537,7 @@ mod tests {
     #[pg_test]
     fn nextval_works_in_a_read_only_transaction() {
         // Decided: snowflake_nextval changes no table, so (like gen_random_uuid, unlike
-        // nextval) it issues IDs in read-only transactions. README, snowflake_nextval.
+        // nextval) it issues IDs in read-only transactions. docs/reference.md, snowflake_nextval.
         Spi::run("CREATE SEQUENCE t_read_only_plain").unwrap();
         error_of("SELECT 1"); // creates error_of's helper while writing is still allowed
         Spi::run("SET LOCAL transaction_read_only = on").unwrap();
@@ -581,6 +581,15 @@ mod tests {
         );
         let error = error_of("SELECT snowflake_currval('t_curr_missing')");
         assert!(error.starts_with("42704: "), "{error}");
+        // Dropped and created again with the same layout: a new sequence, undefined again.
+        Spi::run(
+            "SELECT snowflake_drop_sequence('t_curr_a');
+             SELECT snowflake_create_sequence('t_curr_a');",
+        )
+        .unwrap();
+        let error = error_of("SELECT snowflake_currval('t_curr_a')");
+        assert!(error.starts_with("55000: "), "{error}");
+        assert_eq!(one::<i64>("SELECT snowflake_lastval()"), child);
     }
 
     #[pg_test]

@@ -2,12 +2,10 @@
 //! directories for clusters and their companions, ports nothing else was handed, and the output
 //! of a finished program for failure messages.
 
-use std::collections::BTreeSet;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 /// The OS user that runs the servers when the tests run as root (initdb and postgres refuse
 /// root).
@@ -83,20 +81,33 @@ pub(crate) fn describe(output: &Output) -> String {
     )
 }
 
-/// A port no one listens on now, and never handed out before in this test process: the kernel
-/// may give a just-released port again, before the server it was meant for binds it (a
-/// pg_auto_failover monitor and its first node once got the same one).
+/// A port no one listens on now, and never handed out before to a test running on this machine:
+/// the kernel may give a just-released port again, before the server it was meant for binds it
+/// (a pg_auto_failover monitor and its first node once got the same one), and the tests run in
+/// several processes at once (cargo-nextest). A port is claimed by creating a file named after
+/// it in a directory all test processes share; claims older than a day are taken as stale.
 pub(crate) fn free_port() -> u16 {
-    static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let claims = std::env::temp_dir().join("snowflake-test-ports");
+    std::fs::create_dir_all(&claims).expect("create the port claims' directory");
     loop {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
             .expect("free port");
-        if HANDED_OUT
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert(port)
+        let claim = claims.join(port.to_string());
+        let stale = std::fs::metadata(&claim)
+            .and_then(|meta| meta.modified())
+            .is_ok_and(|modified| {
+                modified.elapsed().unwrap_or_default() > std::time::Duration::from_secs(86_400)
+            });
+        if stale {
+            let _ = std::fs::remove_file(&claim);
+        }
+        if std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&claim)
+            .is_ok()
         {
             return port;
         }

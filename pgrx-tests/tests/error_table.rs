@@ -1,4 +1,4 @@
-//! The README's error table lists exactly the SQLSTATEs the extension's code can raise: the
+//! The reference's error table (docs/reference.md) lists exactly the SQLSTATEs the extension's code can raise: the
 //! constructors in `src/errors.rs` (every Rust raise goes through them) and the `USING ERRCODE`
 //! clauses of the hand-written SQL in `sql/`. Condition names are mapped to SQLSTATEs with the
 //! server's own `utils/errcodes.h`, so the table cannot drift from the code in either direction.
@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 
-use snowflake_id_cluster_tests::fixtures::{readme_error_tables, workspace_root};
+use snowflake_id_cluster_tests::fixtures::{reference_error_tables, workspace_root};
 use snowflake_id_cluster_tests::pg_config;
 
 /// `ERRCODE_NAME` → SQLSTATE, from `#define ERRCODE_NAME MAKE_SQLSTATE('2','2','0','2','3')`.
@@ -78,10 +78,10 @@ fn raised_by_code(root: &Path) -> BTreeMap<String, String> {
 }
 
 #[test]
-fn readme_error_table_lists_exactly_the_sqlstates_the_code_raises() {
+fn reference_error_table_lists_exactly_the_sqlstates_the_code_raises() {
     let root = workspace_root();
     let raised = raised_by_code(&root);
-    let (listed, _raised_by_postgres) = readme_error_tables();
+    let (listed, _raised_by_postgres) = reference_error_tables();
     println!("raised by the code: {raised:#?}");
     assert!(
         raised.len() >= 15,
@@ -98,10 +98,10 @@ fn readme_error_table_lists_exactly_the_sqlstates_the_code_raises() {
         .collect();
     assert!(
         missing.is_empty(),
-        "the README's error table misses {missing:?}"
+        "the reference's error table misses {missing:?}"
     );
     assert!(
         stale.is_empty(),
-        "the README's error table lists {stale:?}, which the code never raises"
+        "the reference's error table lists {stale:?}, which the code never raises"
     );
 }

@@ -2,7 +2,7 @@
 //! with generated arguments (NULLs, extremes, odd text, odd intervals and timestamps, foreign
 //! IDs), half of the time under a `search_path` that puts a schema of booby-trapped operators
 //! first, some calls in read-only transactions, on a server whose environment asks for Rust
-//! backtraces. Every outcome must be a result or an error whose SQLSTATE the README documents:
+//! backtraces. Every outcome must be a result or an error whose SQLSTATE the reference (docs/reference.md) documents:
 //! never XX000, never panic text or a backtrace, never a crash, and a failed call leaves nothing
 //! changed. A cancel while a backend waits for the clock must look like any cancel, and a lookup
 //! that calls back into the extension gets a clean error.
@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use snowflake_id_cluster_tests::fixtures::{count, readme_error_tables, text};
+use snowflake_id_cluster_tests::fixtures::{count, reference_error_tables, text};
 use snowflake_id_cluster_tests::{error_parts, Client, Cluster, PgError};
 
 /// Calls the fuzzer makes; with the state checks around them, about 20 s here.
@@ -376,7 +376,7 @@ fn fuzzed_calls_return_results_or_documented_errors_and_change_nothing_when_they
     client.batch_execute(SETUP).unwrap();
     client.batch_execute(HOSTILE_SCHEMA).unwrap();
     let arguments = Arguments::new(&mut client);
-    let (own, postgres) = readme_error_tables();
+    let (own, postgres) = reference_error_tables();
     let documented: std::collections::BTreeSet<String> = own.union(&postgres).cloned().collect();
     let mut cases = Cases(SEED);
     let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
@@ -432,7 +432,7 @@ fn fuzzed_calls_return_results_or_documented_errors_and_change_nothing_when_they
                 assert_ne!(code, "XX000", "{call}: internal error {error}");
                 assert!(
                     documented.contains(&code),
-                    "{call}: SQLSTATE {code} is not in the README's error tables: {error}"
+                    "{call}: SQLSTATE {code} is not in the reference's error tables: {error}"
                 );
                 assert_eq!(
                     text(&mut client, STATE),

@@ -3,7 +3,7 @@
 //! does not fit its node bits (22023), and writes nothing; a session cannot change its node id;
 //! a valid one is in every ID the sequence makes.
 
-use snowflake_id_cluster_tests::fixtures::count;
+use snowflake_id_cluster_tests::fixtures::{count, failure};
 use snowflake_id_cluster_tests::{error_parts, Cluster};
 
 #[test]
@@ -22,7 +22,10 @@ fn node_id_that_does_not_fit_is_refused_and_not_user_settable() {
         message,
         "snowflake_id.node_id = 5 does not fit the 0 node bits of snowflake sequence \"default\""
     );
-    assert!(hint.contains("preset 'sharded'"), "{hint}");
+    assert!(
+        hint.contains("preset => 'sharded'") && hint.contains("snowflake_convert_column"),
+        "the hint names the way to node bits: {hint}"
+    );
 
     // A session cannot change its node id (it would forge another node's IDs).
     let error = client
@@ -39,6 +42,58 @@ fn node_id_that_does_not_fit_is_refused_and_not_user_settable() {
         .unwrap()
         .get(0);
     assert_eq!(node, "5");
+}
+
+/// The README's "From one cluster to many", in its order: a sequence with node bits, the node id
+/// set and the server restarted (`'default'` then refuses IDs, 22023), the column switched; new
+/// IDs carry the node and continue above every stored one.
+#[test]
+fn one_cluster_to_many_as_the_readme_says() {
+    let mut cluster = Cluster::builder().start();
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "CREATE EXTENSION snowflake_id;
+             CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), item text);
+             INSERT INTO orders (item) SELECT 'before' FROM generate_series(1, 1000);",
+        )
+        .unwrap();
+    client
+        .batch_execute("SELECT snowflake_create_sequence('orders', preset => 'sharded')")
+        .unwrap();
+    drop(client);
+    cluster.stop("fast");
+    cluster.append_config("snowflake_id.node_id = 1");
+    cluster.start();
+    let mut client = cluster.connect();
+    let (code, ..) = failure(
+        &mut client,
+        "INSERT INTO orders (item) VALUES ('in between')",
+    );
+    assert_eq!(
+        code, "22023",
+        "'default' refuses IDs once the node id is set"
+    );
+    client
+        .batch_execute("SELECT snowflake_convert_column('orders', 'id', 'orders')")
+        .unwrap();
+    client
+        .batch_execute("INSERT INTO orders (item) SELECT 'after' FROM generate_series(1, 1000)")
+        .unwrap();
+    let above = count(
+        &mut client,
+        "SELECT count(*) FROM orders WHERE item = 'after'
+           AND id > (SELECT max(id) FROM orders WHERE item = 'before')
+           AND (snowflake_decode(id, 'orders')).node = 1",
+    );
+    assert_eq!(
+        above, 1000,
+        "every new ID carries node 1 above the stored IDs"
+    );
+    assert_eq!(
+        count(&mut client, "SELECT count(DISTINCT id) FROM orders"),
+        2000
+    );
 }
 
 #[test]
