@@ -191,5 +191,11 @@ echo
 echo "where the time went (seconds):"
 printf '  %s\n' "${step_times[@]}"
 echo "  $((SECONDS - suite_started)) in all"
+echo "the slowest whole-cluster test files (seconds, major):"
+for major in "${SUPPORTED_PG_MAJORS[@]}"; do
+    awk -v major="$major" '/^ *Running tests\// {file = $2}
+        /^test result:/ && file != "" {sub(/s$/, "", $NF); print $NF, file, major; file = ""}' \
+        "$LOGS/pg$major-cluster-test.log" 2>/dev/null
+done | sort -rn | head -n 12 | awk '{printf "  %6.1f  %s (%s)\n", $1, $2, $3}' || true
 echo "total: $total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]

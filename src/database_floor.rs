@@ -183,10 +183,19 @@ impl DatabaseFloor {
         if let Some(located) = self.relations.as_mut() {
             located.owner = relations.owner;
         }
-        let current = relations.current();
+        // The value and whether this server's newest write set it, under the floor writes' lock
+        // (shared; writes hold it exclusively around their setval and slot), so that a write
+        // finishing in between is not taken for somebody else's. The relation locks first, so
+        // that nothing waits for one while holding the LWLock.
+        relations.lock_relations();
+        let recent = &shared.floor_writes;
+        let (current, set_by_this_server) = recent.shared(|| {
+            let current = relations.current();
+            (current, recent.before(&relations, current))
+        });
         self.ours = relations.value(relations.writer) == Some(this_cluster());
         let from = Provenance {
-            set_by_this_server: shared.floor_writes.before(&relations, current),
+            set_by_this_server,
             writer_is_this_cluster: self.ours,
             started_without_reservation: shared.started_without_reservation(),
         };
@@ -212,7 +221,7 @@ impl DatabaseFloor {
         read_at: PageLsns,
         shared: &SharedState,
     ) -> bool {
-        relations.lock_for_write();
+        relations.lock_relations();
         let recent = &shared.floor_writes;
         recent.exclusive(|| {
             let current = relations.current();
@@ -315,9 +324,9 @@ impl Relations {
         }
     }
 
-    /// Takes the relation locks a write needs before the floor writes' LWLock, so that nothing
-    /// waits for a relation lock while holding it (an LWLock wait cannot be cancelled).
-    fn lock_for_write(&self) {
+    /// Takes the relation locks a read or write needs before the floor writes' LWLock, so that
+    /// nothing waits for a relation lock while holding it (an LWLock wait cannot be cancelled).
+    fn lock_relations(&self) {
         for relation in [self.floor, self.writer] {
             for mode in [pg_sys::AccessShareLock, pg_sys::RowExclusiveLock] {
                 // SAFETY: a relation lock, held to the end of the transaction.
@@ -344,17 +353,21 @@ impl Relations {
 
 impl FloorWrites {
     /// The value before `newest` of this database's floor relation, when `newest` is the latest
-    /// write this server made there (and so is this server's).
+    /// write this server made there (and so is this server's). Under the lock, shared or
+    /// exclusive.
     fn before(&self, relations: &Relations, newest: LoggedValue) -> Option<LoggedValue> {
-        with_lwlock(&self.lock, pg_sys::LWLockMode::LW_SHARED, || {
-            let slot = self.slot_of(relations)?;
-            let known = slot.newest_value.load(Ordering::Relaxed) == newest.value
-                && slot.newest_lsn.load(Ordering::Relaxed) == newest.lsn;
-            known.then(|| LoggedValue {
-                value: slot.previous_value.load(Ordering::Relaxed),
-                lsn: slot.previous_lsn.load(Ordering::Relaxed),
-            })
+        let slot = self.slot_of(relations)?;
+        let known = slot.newest_value.load(Ordering::Relaxed) == newest.value
+            && slot.newest_lsn.load(Ordering::Relaxed) == newest.lsn;
+        known.then(|| LoggedValue {
+            value: slot.previous_value.load(Ordering::Relaxed),
+            lsn: slot.previous_lsn.load(Ordering::Relaxed),
         })
+    }
+
+    /// Runs `f` holding the lock shared: no write of a floor relation by this server meanwhile.
+    fn shared<T>(&self, f: impl FnOnce() -> T) -> T {
+        with_lwlock(&self.lock, pg_sys::LWLockMode::LW_SHARED, f)
     }
 
     /// Notes, under the exclusive lock, that the relation went from `before` to `newest`.

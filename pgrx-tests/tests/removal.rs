@@ -1,0 +1,147 @@
+//! Removing snowflake_id as the reference says (docs/reference.md, "Removing snowflake_id"),
+//! word for word: its SQL blocks are read from the page and run in order, on a primary with a
+//! streaming standby and tables keyed by snowflake IDs (one partitioned, one under another
+//! schema). The defaults are listed and replaced, the extension dropped, the primary restarted
+//! without the library at a clean shutdown, the standby after it replayed that shutdown; then
+//! each server crashes and comes back without the library, and new rows keep unique keys.
+
+use std::time::Duration;
+
+use snowflake_id_cluster_tests::fixtures::{count, workspace_root};
+use snowflake_id_cluster_tests::{Client, Cluster};
+
+/// The ```sql blocks of the reference's removal section, in order, unindented.
+fn removal_sql_blocks() -> Vec<String> {
+    let reference = std::fs::read_to_string(workspace_root().join("docs/reference.md")).unwrap();
+    let start = reference
+        .find("\n## Removing snowflake_id\n")
+        .expect("docs/reference.md has the removal section");
+    let section = &reference[start + 1..];
+    let section = &section[..section[1..]
+        .find("\n## ")
+        .map_or(section.len(), |end| end + 1)];
+    let mut blocks = Vec::new();
+    let mut block: Option<Vec<&str>> = None;
+    for line in section.lines() {
+        let trimmed = line.trim_start();
+        match (&mut block, trimmed) {
+            (None, "```sql") => block = Some(Vec::new()),
+            (Some(lines), "```") => {
+                blocks.push(lines.join("\n"));
+                block = None;
+            }
+            (Some(lines), _) => lines.push(line.strip_prefix("   ").unwrap_or(line)),
+            (None, _) => {}
+        }
+    }
+    blocks
+}
+
+/// The defaults that still call the extension (the section's first query).
+fn listed_defaults(client: &mut Client, query: &str) -> Vec<String> {
+    let listing = format!(
+        "SELECT table_name::text, column_name::text FROM ({}) AS listed",
+        query.trim().trim_end_matches(';')
+    );
+    client
+        .query(&listing, &[])
+        .unwrap()
+        .iter()
+        .map(|row| format!("{}.{}", row.get::<_, String>(0), row.get::<_, String>(1)))
+        .collect()
+}
+
+fn without_library(cluster: &Cluster) {
+    cluster.append_config("shared_preload_libraries = ''");
+}
+
+#[test]
+fn removal_as_the_reference_says_completes_and_survives_a_crash() {
+    let blocks = removal_sql_blocks();
+    assert_eq!(blocks.len(), 3, "list, replace, drop: {blocks:#?}");
+    let (list, replace, drop_extension) = (&blocks[0], &blocks[1], &blocks[2]);
+
+    let mut primary = Cluster::builder().start();
+    let mut client = primary.connect();
+    client
+        .batch_execute(
+            "CREATE EXTENSION snowflake_id;
+             CREATE SCHEMA app;
+             CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), item text);
+             CREATE TABLE app.events (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), kind text)
+                 PARTITION BY RANGE (id);
+             CREATE TABLE app.events_all PARTITION OF app.events DEFAULT;
+             INSERT INTO orders (item) SELECT 'before' FROM generate_series(1, 1000);
+             INSERT INTO app.events (kind) SELECT 'before' FROM generate_series(1, 1000);",
+        )
+        .unwrap();
+    let mut standby = primary.start_replica();
+    primary.wait_for_standby(&standby, Duration::from_secs(30));
+
+    let listed = listed_defaults(&mut client, list);
+    println!("[removal] defaults that call the extension: {listed:?}");
+    assert_eq!(listed, ["app.events.id", "orders.id"]);
+    client.batch_execute(replace).unwrap();
+    assert!(listed_defaults(&mut client, list).is_empty());
+    client.batch_execute(drop_extension).unwrap();
+    drop(client);
+
+    // The primary, at a clean shutdown; then a crash right after it came back.
+    without_library(&primary);
+    primary.stop("fast");
+    primary.start();
+    let shutdown_at: String = primary
+        .connect()
+        .query_one("SELECT pg_current_wal_lsn()::text", &[])
+        .unwrap()
+        .get(0);
+    primary.stop("immediate");
+    primary.start();
+
+    // The standby, once it replayed the shutdown: a restartpoint, then without the library.
+    let mut replica = standby.connect();
+    let replayed = snowflake_id_cluster_tests::wait_until(Duration::from_secs(30), || {
+        replica
+            .query_one(
+                "SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn",
+                &[&shutdown_at],
+            )
+            .unwrap()
+            .get::<_, bool>(0)
+    });
+    assert!(
+        replayed,
+        "the standby did not replay the primary's shutdown"
+    );
+    replica.batch_execute("CHECKPOINT").unwrap();
+    drop(replica);
+    without_library(&standby);
+    standby.stop("fast");
+    standby.start();
+    standby.stop("immediate");
+    standby.start();
+
+    let mut client = primary.connect();
+    client
+        .batch_execute(
+            "INSERT INTO orders (item) SELECT 'after' FROM generate_series(1, 1000);
+             INSERT INTO app.events (kind) SELECT 'after' FROM generate_series(1, 1000);",
+        )
+        .unwrap();
+    for table in ["orders", "app.events"] {
+        let distinct = count(
+            &mut client,
+            &format!("SELECT count(DISTINCT id) FROM {table}"),
+        );
+        assert_eq!(distinct, 2000, "{table}: every key unique");
+    }
+    let library: String = client
+        .query_one("SHOW shared_preload_libraries", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(library, "");
+    primary.wait_for_standby(&standby, Duration::from_secs(30));
+    let on_standby = count(&mut standby.connect(), "SELECT count(*) FROM orders");
+    assert_eq!(on_standby, 2000, "the standby follows without the library");
+    println!("[removal] both servers restarted and crashed without the library; 4,000 unique keys");
+}
