@@ -9,24 +9,16 @@
 
 use std::time::Duration;
 
-use snowflake_id_cluster_tests::fixtures::{count, workspace_root};
+use snowflake_id_cluster_tests::fixtures::{count, doc_sql_block};
 use snowflake_id_cluster_tests::Cluster;
 
-/// The ```sql block of the guide's native section that contains `marker`, as it stands there.
+/// The block of the guide's native section that contains `marker`.
 fn guide_block(marker: &str) -> String {
-    let guide = std::fs::read_to_string(workspace_root().join("docs/partitioning.md")).unwrap();
-    let start = guide
-        .find("\n## Native declarative partitioning\n")
-        .expect("the native section");
-    let section = &guide[start..];
-    let section = &section[..section.find("\n## After").unwrap_or(section.len())];
-    section
-        .split("```sql\n")
-        .skip(1)
-        .map(|block| block.split("```").next().unwrap_or_default())
-        .find(|block| block.contains(marker))
-        .unwrap_or_else(|| panic!("no sql block with {marker:?} in the native section"))
-        .to_owned()
+    doc_sql_block(
+        "docs/partitioning.md",
+        "Native declarative partitioning",
+        marker,
+    )
 }
 
 #[test]

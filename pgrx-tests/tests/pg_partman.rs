@@ -11,23 +11,12 @@
 
 use std::time::Duration;
 
-use snowflake_id_cluster_tests::fixtures::{column, count, text, workspace_root, CLOCK_FAST};
+use snowflake_id_cluster_tests::fixtures::{column, count, doc_sql_block, text, CLOCK_FAST};
 use snowflake_id_cluster_tests::{pg_config_program, Client, Cluster};
 
-/// The ```sql block of the guide's pg_partman section (docs/partitioning.md) that contains
-/// `marker`, as it stands there.
+/// The block of the guide's pg_partman section that contains `marker`.
 fn guide_block(marker: &str) -> String {
-    let guide = std::fs::read_to_string(workspace_root().join("docs/partitioning.md")).unwrap();
-    let section = &guide[guide
-        .find("\n## pg_partman\n")
-        .expect("the pg_partman section")..];
-    section
-        .split("```sql\n")
-        .skip(1)
-        .map(|block| block.split("```").next().unwrap_or_default())
-        .find(|block| block.contains(marker))
-        .unwrap_or_else(|| panic!("no sql block with {marker:?} in the pg_partman section"))
-        .to_owned()
+    doc_sql_block("docs/partitioning.md", "pg_partman", marker)
 }
 
 /// The guide's setup: pg_partman in its schema, and table `events` partitioned by UTC day on

@@ -7,35 +7,8 @@
 
 use std::time::Duration;
 
-use snowflake_id_cluster_tests::fixtures::{count, workspace_root};
+use snowflake_id_cluster_tests::fixtures::{count, doc_sql_blocks};
 use snowflake_id_cluster_tests::{Client, Cluster};
-
-/// The ```sql blocks of the reference's removal section, in order, unindented.
-fn removal_sql_blocks() -> Vec<String> {
-    let reference = std::fs::read_to_string(workspace_root().join("docs/reference.md")).unwrap();
-    let start = reference
-        .find("\n## Removing snowflake_id\n")
-        .expect("docs/reference.md has the removal section");
-    let section = &reference[start + 1..];
-    let section = &section[..section[1..]
-        .find("\n## ")
-        .map_or(section.len(), |end| end + 1)];
-    let mut blocks = Vec::new();
-    let mut block: Option<Vec<&str>> = None;
-    for line in section.lines() {
-        let trimmed = line.trim_start();
-        match (&mut block, trimmed) {
-            (None, "```sql") => block = Some(Vec::new()),
-            (Some(lines), "```") => {
-                blocks.push(lines.join("\n"));
-                block = None;
-            }
-            (Some(lines), _) => lines.push(line.strip_prefix("   ").unwrap_or(line)),
-            (None, _) => {}
-        }
-    }
-    blocks
-}
 
 /// The defaults that still call the extension (the section's first query).
 fn listed_defaults(client: &mut Client, query: &str) -> Vec<String> {
@@ -57,7 +30,7 @@ fn without_library(cluster: &Cluster) {
 
 #[test]
 fn removal_as_the_reference_says_completes_and_survives_a_crash() {
-    let blocks = removal_sql_blocks();
+    let blocks = doc_sql_blocks("docs/reference.md", "Removing snowflake_id");
     assert_eq!(blocks.len(), 3, "list, replace, drop: {blocks:#?}");
     let (list, replace, drop_extension) = (&blocks[0], &blocks[1], &blocks[2]);
 
