@@ -138,13 +138,18 @@ impl DatabaseFloor {
                 pages = now;
             },
         }
+        self.make_durable(end_unix_us);
+        true
+    }
+
+    /// Flushes the WAL as far as the view says a value at or above `end_unix_us` needs.
+    fn make_durable(&mut self, end_unix_us: i64) {
         // SAFETY: reads the flushed WAL position from shared memory; no timeline is asked for.
         let flushed = unsafe { pg_sys::GetFlushRecPtr(std::ptr::null_mut()) };
         if let Some(lsn) = self.view.flush_for(end_unix_us, flushed) {
             // SAFETY: flushing WAL up to a position already inserted, outside a critical section.
             unsafe { pg_sys::XLogFlush(lsn) };
         }
-        true
     }
 
     /// `snowflake_raise_floor`: the relation rises to `until_unix_us` (if below), flushed.
@@ -163,12 +168,7 @@ impl DatabaseFloor {
                 break;
             }
         }
-        // SAFETY: as in `cover`.
-        let flushed = unsafe { pg_sys::GetFlushRecPtr(std::ptr::null_mut()) };
-        if let Some(lsn) = self.view.flush_for(self.view.newest().value, flushed) {
-            // SAFETY: as in `cover`.
-            unsafe { pg_sys::XLogFlush(lsn) };
-        }
+        self.make_durable(self.view.newest().value);
     }
 
     /// Reads the relations (their pages read before, as `pages`); raises the durable floor to
