@@ -52,7 +52,7 @@ impl SharedState {
 
     /// The reservation worker's turn (`reservation_worker.rs`): renews the reservation when the
     /// policy says so, so sessions find it renewed and none pays for the WAL flush and fsyncs
-    /// itself, and a standby's last reservation is never older than a quarter window (design
+    /// itself, and a standby's last reservation is never older than an eighth of a window (design
     /// §5.2). An idle server without standbys writes nothing.
     pub fn renew_for_sessions(&self, standby_streaming: impl FnOnce() -> bool) {
         let policy = renewal_policy();

@@ -52,7 +52,7 @@ fn period() -> Duration {
 
 /// Whether a WAL sender is streaming to a standby (or a logical subscriber): while one is, the
 /// worker keeps the reservation renewed even when no ID is issued, so the standby's last
-/// reservation is never older than a quarter window when IDs come again (design §5.2).
+/// reservation is never older than an eighth of a window when IDs come again (design §5.2).
 fn standby_streaming() -> bool {
     // SAFETY: WalSndCtl is PostgreSQL's shared array of max_wal_senders WAL sender slots, set up
     // before any background worker starts and never freed; reading a slot's pid and state

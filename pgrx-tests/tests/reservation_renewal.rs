@@ -11,7 +11,7 @@
 //! generate while another samples `pg_stat_activity` as fast as it can. With the default
 //! `snowflake_id.reserve_ahead` (1 s) no sample may show a backend waiting on the extension's LWLock
 //! (wait event `LWLock` / `snowflake_id`). A control phase shows the sampler would see such waits:
-//! with `reserve_ahead = 40ms` a renewal (three slow fsyncs) outlasts the quarter window between
+//! with `reserve_ahead = 40ms` a renewal (three slow fsyncs) outlasts the three eighths between
 //! the two marks, so sessions must wait, and samples must show it.
 
 use std::path::PathBuf;
@@ -129,7 +129,7 @@ fn no_session_waits_on_the_reservation_with_a_slow_fsync() {
         )
         .unwrap();
 
-    // Control: a window so short that a renewal outlasts the quarter window between the marks.
+    // Control: a window so short that a renewal outlasts the three eighths between the marks.
     // (Two statements: ALTER SYSTEM cannot run in the implicit block of a multi-statement query.)
     client
         .batch_execute("ALTER SYSTEM SET snowflake_id.reserve_ahead = '40ms'")

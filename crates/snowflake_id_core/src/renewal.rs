@@ -3,9 +3,10 @@
 //! The reservation R is a time no issued ID's tick ends after. It is renewed a whole
 //! `reserve_ahead` window W beyond the IDs, at three marks of what is left of the window beyond
 //! the end of the tick about to be used:
-//! - below ¾ W the reservation worker renews it, so under steady load no session pays for the
-//!   WAL flush and fsyncs of a renewal;
-//! - below ⅝ W (the worker is late by two of its periods) a session renews it if it can take
+//! - below ⅞ W the reservation worker renews it, so under steady load no session pays for the
+//!   WAL flush and fsyncs of a renewal, and a renewal has three eighths of a window (375 ms by
+//!   default) to finish before any session would wait for it;
+//! - below ¾ W (the worker is late by two of its periods) a session renews it if it can take
 //!   the lock without waiting; the others go on under the current reservation;
 //! - below ½ W a session waits for the renewal.
 //!
@@ -41,15 +42,18 @@ impl RenewalPolicy {
         }
     }
 
-    /// Below this much left the reservation worker renews: three quarters of a window.
+    /// Below this much left the reservation worker renews: seven eighths of a window. (Each
+    /// renewal extends the reservation by about an eighth: eight renewals per window under
+    /// load, for three eighths of a window between this mark and the waiting mark, which a
+    /// renewal delayed by a slow fsync or a busy CPU must not outlast.)
     pub fn worker_mark(&self) -> i64 {
-        self.reserve_ahead_us - self.reserve_ahead_us / 4
+        self.reserve_ahead_us - self.reserve_ahead_us / 8
     }
 
-    /// Below this much left a session renews without waiting: five eighths, an eighth of a
+    /// Below this much left a session renews without waiting: three quarters, an eighth of a
     /// window (the worker's two periods) after the worker's mark.
     pub fn session_mark(&self) -> i64 {
-        self.reserve_ahead_us - self.reserve_ahead_us * 3 / 8
+        self.reserve_ahead_us - self.reserve_ahead_us / 4
     }
 
     /// Below this much left a session waits for the renewal: half a window.
@@ -233,7 +237,7 @@ mod tests {
                 policy.session_mark(),
                 policy.worker_mark()
             ),
-            (1_000_000, 1_250_000, 1_500_000)
+            (1_000_000, 1_500_000, 1_750_000)
         );
     }
 
@@ -262,7 +266,7 @@ mod tests {
             Some(now + 7)
         );
         // Renewed already: nothing to do.
-        assert_eq!(policy.for_worker(now + 1_600_000, now, now, || true), None);
+        assert_eq!(policy.for_worker(now + 1_800_000, now, now, || true), None);
     }
 
     proptest! {
