@@ -232,6 +232,32 @@ install_pgbackrest_from_trixie() {
     "$PGBACKREST_PREFIX/bin/pgbackrest" version
 }
 
+QUERY_EXPORTER_PREFIX=/opt/snowflake_id/query-exporter
+QUERY_EXPORTER_REQUIREMENTS=$(cd "$(dirname "${BASH_SOURCE[0]}")/../monitoring" && pwd)/query-exporter-requirements.txt
+
+# install_query_exporter: query-exporter (PyPI) and every package it runs on, at the versions
+# monitoring/query-exporter-requirements.txt pins, in a virtual environment of its own under
+# $QUERY_EXPORTER_PREFIX (apart from the client tests' packages), for the monitoring tests.
+# Skipped when the environment was made from the same file.
+install_query_exporter() {
+    local stamp
+    stamp=$(sha256sum "$QUERY_EXPORTER_REQUIREMENTS" | cut -d' ' -f1)
+    if [ "$(cat "$QUERY_EXPORTER_PREFIX/requirements.sha256" 2>/dev/null)" = "$stamp" ]; then
+        return 0
+    fi
+    apt_install_missing python3-venv
+    step "query-exporter (PyPI) as monitoring/query-exporter-requirements.txt pins it -> $QUERY_EXPORTER_PREFIX"
+    # A virtual environment records its own path: made where it stays. The stamp is written
+    # last, so an interrupted install is made again on the next run.
+    rm -rf "$QUERY_EXPORTER_PREFIX"
+    python3 -m venv "$QUERY_EXPORTER_PREFIX"
+    "$QUERY_EXPORTER_PREFIX/bin/pip" install --quiet --disable-pip-version-check --no-deps \
+        --requirement "$QUERY_EXPORTER_REQUIREMENTS"
+    "$QUERY_EXPORTER_PREFIX/bin/pip" check --disable-pip-version-check
+    "$QUERY_EXPORTER_PREFIX/bin/query-exporter" --version
+    echo "$stamp" > "$QUERY_EXPORTER_PREFIX/requirements.sha256"
+}
+
 # install_pg_partman_from_source MAJOR: pg_partman 5.x (the extension, without its background
 # worker, which run_maintenance() called by hand or from cron does without) from the upstream
 # tarball of Debian's source package pg-partman (trixie) into PostgreSQL MAJOR's installation.

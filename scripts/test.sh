@@ -71,8 +71,10 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
 done
 
 # postgres_exporter and promtool (Debian's prometheus) for the monitoring tests
-# (pgrx-tests/tests/monitoring.rs); their services are not started.
+# (pgrx-tests/tests/monitoring.rs); their services are not started. query-exporter (PyPI), the
+# other exporter monitoring/ configures, likewise.
 apt_install_missing_services prometheus-postgres-exporter prometheus
+install_query_exporter
 
 # pgBackRest for the backup test (pgrx-tests/tests/pgbackrest.rs): trixie's, since Debian 12's
 # predates PostgreSQL 17 and 18.

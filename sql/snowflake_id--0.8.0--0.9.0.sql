@@ -7,3 +7,34 @@
 -- In a fresh install this runs too (extension_sql_file! in src/lib.rs).
 
 GRANT SELECT ON SEQUENCE snowflake_floor, snowflake_floor_writer TO PUBLIC;
+
+-- snowflake_stats() also reports, for monitoring (docs/monitoring.md): the IDs issued since the
+-- server started (a count that only rises; the sum over snowflake_workers falls when sessions
+-- end), the end of the latest tick used, the reservation renewals the reservation worker made,
+-- and the reservation writes that failed. The new columns come last, so the 0.8.0 definition
+-- still works with the new library until this update runs.
+DROP FUNCTION snowflake_stats();
+CREATE FUNCTION snowflake_stats() RETURNS TABLE (
+    backward_steps bigint,
+    largest_backward_step_ms double precision,
+    wall_clock_behind_ms double precision,
+    borrowed_ticks bigint,
+    throttle_sleeps bigint,
+    reservation_writes bigint,
+    reserved_until timestamp with time zone,
+    cluster_clock timestamp with time zone,
+    slots_in_use integer,
+    max_workers integer,
+    forward_jumps_followed bigint,
+    forward_jumps_ignored bigint,
+    durable_floor timestamp with time zone,
+    sharing_sessions integer,
+    tick_conflicts bigint,
+    ids_issued bigint,
+    last_tick_end timestamp with time zone,
+    reservation_worker_writes bigint,
+    reservation_write_failures bigint
+)
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_stats_wrapper';

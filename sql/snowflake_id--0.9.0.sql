@@ -421,7 +421,11 @@ CREATE  FUNCTION "snowflake_stats"() RETURNS TABLE (
 	"forward_jumps_ignored" bigint,  /* i64 */
 	"durable_floor" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
 	"sharing_sessions" INT,  /* i32 */
-	"tick_conflicts" bigint  /* i64 */
+	"tick_conflicts" bigint,  /* i64 */
+	"ids_issued" bigint,  /* i64 */
+	"last_tick_end" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"reservation_worker_writes" bigint,  /* i64 */
+	"reservation_write_failures" bigint  /* i64 */
 )
 STRICT VOLATILE PARALLEL SAFE
 LANGUAGE c /* Rust */
@@ -887,22 +891,6 @@ REVOKE EXECUTE ON FUNCTION snowflake_raise_floor(timestamptz) FROM PUBLIC;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/lib.rs:98
--- requires:
---   database_floor
-
--- snowflake_id 0.8.0 → 0.9.0: the floor relations can be read by every role, so that any role
--- that can dump the database (its owner, a member of pg_read_all_data) dumps their values too.
--- pg_dump reads every configuration sequence of an extension; without SELECT on them a
--- non-superuser's dump failed with "permission denied for sequence snowflake_floor". What they
--- hold is not secret: a time already shown by snowflake_stats() and a system identifier that
--- pg_control_system() shows everybody. Writing them stays the owner's (a superuser's).
--- In a fresh install this runs too (extension_sql_file! in src/lib.rs).
-
-GRANT SELECT ON SEQUENCE snowflake_floor, snowflake_floor_writer TO PUBLIC;
-/* </end connected objects> */
-
-/* <begin connected objects> */
 -- src/sql_api.rs:338
 -- snowflake_id::sql_api::snowflake_worker_slots
 CREATE  FUNCTION "snowflake_worker_slots"() RETURNS TABLE (
@@ -1279,6 +1267,54 @@ BEGIN
     RETURN format('%s.%I: %s', tbl, col, array_to_string(changes, '; '));
 END
 $convert$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/lib.rs:98
+-- requires:
+--   database_floor
+--   worker_spaces
+
+-- snowflake_id 0.8.0 → 0.9.0: the floor relations can be read by every role, so that any role
+-- that can dump the database (its owner, a member of pg_read_all_data) dumps their values too.
+-- pg_dump reads every configuration sequence of an extension; without SELECT on them a
+-- non-superuser's dump failed with "permission denied for sequence snowflake_floor". What they
+-- hold is not secret: a time already shown by snowflake_stats() and a system identifier that
+-- pg_control_system() shows everybody. Writing them stays the owner's (a superuser's).
+-- In a fresh install this runs too (extension_sql_file! in src/lib.rs).
+
+GRANT SELECT ON SEQUENCE snowflake_floor, snowflake_floor_writer TO PUBLIC;
+
+-- snowflake_stats() also reports, for monitoring (docs/monitoring.md): the IDs issued since the
+-- server started (a count that only rises; the sum over snowflake_workers falls when sessions
+-- end), the end of the latest tick used, the reservation renewals the reservation worker made,
+-- and the reservation writes that failed. The new columns come last, so the 0.8.0 definition
+-- still works with the new library until this update runs.
+DROP FUNCTION snowflake_stats();
+CREATE FUNCTION snowflake_stats() RETURNS TABLE (
+    backward_steps bigint,
+    largest_backward_step_ms double precision,
+    wall_clock_behind_ms double precision,
+    borrowed_ticks bigint,
+    throttle_sleeps bigint,
+    reservation_writes bigint,
+    reserved_until timestamp with time zone,
+    cluster_clock timestamp with time zone,
+    slots_in_use integer,
+    max_workers integer,
+    forward_jumps_followed bigint,
+    forward_jumps_ignored bigint,
+    durable_floor timestamp with time zone,
+    sharing_sessions integer,
+    tick_conflicts bigint,
+    ids_issued bigint,
+    last_tick_end timestamp with time zone,
+    reservation_worker_writes bigint,
+    reservation_write_failures bigint
+)
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_stats_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */

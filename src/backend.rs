@@ -278,7 +278,8 @@ fn take_worker_id(shared: &SharedState, space: usize) -> usize {
     }
     let now = shared.read_clock().now_unix_us;
     let ids = shared.space(space);
-    let worker = worker_ids::attach(ids, pid, database.to_u32(), now, process_is_alive);
+    let retired = &shared.counters.ids_issued_retired;
+    let worker = worker_ids::attach(ids, pid, database.to_u32(), now, process_is_alive, retired);
     let table_index = shared.spaces.range(space).start + worker;
     HELD[space].store(table_index + 1, Ordering::Relaxed);
     table_index

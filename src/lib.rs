@@ -93,12 +93,12 @@ pgrx::extension_sql_file!(
     requires = ["worker_spaces"]
 );
 
-// Version 0.9.0's change (the floor relations readable, for pg_dump by any role that can dump
-// the database), likewise part of a fresh install.
+// Version 0.9.0's changes (the floor relations readable, for pg_dump by any role that can dump
+// the database; snowflake_stats() with the monitoring columns), likewise part of a fresh install.
 pgrx::extension_sql_file!(
     "../sql/snowflake_id--0.8.0--0.9.0.sql",
-    name = "floor_readable",
-    requires = ["database_floor"]
+    name = "floor_readable_and_stats",
+    requires = ["database_floor", "worker_spaces"]
 );
 
 #[pg_guard]

@@ -46,6 +46,7 @@ impl SharedState {
             self.try_with_reservation_lock(renew)
         };
         if let Some(Err(error)) = result {
+            self.count_write_failure();
             errors::reservation_not_written(&in_data_dir(&error.path), &error.error).raise();
         }
     }
@@ -72,28 +73,44 @@ impl SharedState {
         };
         let written = self
             .try_with_reservation_lock(|| self.renew(&policy, horizon, policy.worker_mark(), now));
-        if let Some(Err(error)) = written {
-            pgrx::warning!(
-                "snowflake_id: could not renew the reservation in \"{}\": {error}",
-                in_data_dir(&error.path)
-            );
+        match written {
+            Some(Ok(true)) => {
+                self.counters
+                    .reservation_worker_writes
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            Some(Ok(false)) | None => {}
+            Some(Err(error)) => {
+                self.count_write_failure();
+                pgrx::warning!(
+                    "snowflake_id: could not renew the reservation in \"{}\": {error}",
+                    in_data_dir(&error.path)
+                );
+            }
         }
+    }
+
+    /// Counts a reservation write that failed (`snowflake_stats().reservation_write_failures`).
+    fn count_write_failure(&self) {
+        self.counters
+            .reservation_write_failures
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     /// Under the reservation lock: renews the reservation beyond `end_unix_us` (and the cluster
     /// clock's `now_unix_us`) unless it already reaches `enough` past it (another process
-    /// renewed it meanwhile).
+    /// renewed it meanwhile); whether it wrote.
     fn renew(
         &self,
         policy: &RenewalPolicy,
         end_unix_us: i64,
         enough: i64,
         now_unix_us: i64,
-    ) -> Result<(), reservation_file::WriteError> {
+    ) -> Result<bool, reservation_file::WriteError> {
         let reservation = &self.reservation;
         let until = reservation.until_unix_us.load(Ordering::Acquire);
         if !policy.needs_renewal(until, end_unix_us, enough) {
-            return Ok(());
+            return Ok(false);
         }
         let until = policy.renewed_until(
             end_unix_us,
@@ -108,6 +125,7 @@ impl SharedState {
             self.counters
                 .reservation_writes
                 .fetch_add(1, Ordering::Relaxed);
+            true
         })
     }
 
@@ -155,6 +173,7 @@ impl SharedState {
         // Under the lock, so it cannot race a reservation being written.
         let written = self.with_reservation_lock(|| raise_file(floor_unix_us));
         if let Err(error) = written {
+            self.count_write_failure();
             // Replay must go on; the WAL still holds the record until the next checkpoint.
             pgrx::warning!(
                 "snowflake_id: could not write the raised floor to \"{}\": {error}",
@@ -203,6 +222,7 @@ impl SharedState {
             written
         });
         if let Err(error) = written {
+            self.count_write_failure();
             errors::reservation_not_written(&in_data_dir(&error.path), &error.error).raise();
         }
     }
@@ -229,7 +249,7 @@ impl SharedState {
     }
 
     /// The end of the latest tick any session owns on any worker id (0 if none).
-    fn owned_high_water(&self) -> i64 {
+    pub fn owned_high_water(&self) -> i64 {
         self.worker_ids()
             .iter()
             .map(WorkerId::highest_floor)

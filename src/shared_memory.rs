@@ -31,6 +31,15 @@ pub struct Counters {
     pub borrowed_ticks: AtomicU64,
     pub throttle_sleeps: AtomicU64,
     pub reservation_writes: AtomicU64,
+    /// Renewals the reservation worker made (the rest were made by sessions: the worker was
+    /// late, stopped, or IDs came after an idle time).
+    pub reservation_worker_writes: AtomicU64,
+    /// Reservation writes that failed (WAL flush or file), by the worker or a session.
+    pub reservation_write_failures: AtomicU64,
+    /// IDs of earlier claims of worker ids (`worker_ids::ids_issued_since_start`).
+    pub ids_issued_retired: AtomicU64,
+    /// The highest count of IDs issued reported so far, so that reports never fall.
+    pub ids_issued_reported: AtomicU64,
     pub forward_jumps_followed: AtomicU64,
     pub forward_jumps_ignored: AtomicU64,
     /// Ticks a session found owned by another session sharing its worker id.

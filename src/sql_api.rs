@@ -396,6 +396,10 @@ fn snowflake_stats() -> TableIterator<
         name!(durable_floor, Option<TimestampWithTimeZone>),
         name!(sharing_sessions, i32),
         name!(tick_conflicts, i64),
+        name!(ids_issued, i64),
+        name!(last_tick_end, Option<TimestampWithTimeZone>),
+        name!(reservation_worker_writes, i64),
+        name!(reservation_write_failures, i64),
     ),
 > {
     let shared = shared_memory::state();
@@ -420,6 +424,19 @@ fn snowflake_stats() -> TableIterator<
         set_timestamptz(shared.durable_floor()),
         worker_ids::sharing_sessions(shared.worker_ids()) as i32,
         count(&counters.tick_conflicts),
+        i64::try_from(worker_ids::ids_issued_since_start(
+            shared.worker_ids(),
+            &counters.ids_issued_retired,
+            &counters.ids_issued_reported,
+        ))
+        .unwrap_or(i64::MAX),
+        set_timestamptz(
+            Some(shared.owned_high_water())
+                .filter(|&end| end > 0)
+                .unwrap_or(i64::MIN),
+        ),
+        count(&counters.reservation_worker_writes),
+        count(&counters.reservation_write_failures),
     );
     TableIterator::once(row)
 }

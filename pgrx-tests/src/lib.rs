@@ -38,11 +38,11 @@ mod replication;
 pub mod auto_failover;
 pub mod citus;
 pub mod column_shapes;
+pub mod exporters;
 pub mod fixtures;
 pub mod lagging_link;
 pub mod pgbackrest;
 pub mod pgbouncer;
-pub mod postgres_exporter;
 
 pub use assertions::{error_parts, wait_until};
 pub use builder::ClusterBuilder;

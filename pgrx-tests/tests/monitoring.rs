@@ -1,15 +1,25 @@
 //! Monitoring with the tools operators run (docs/monitoring.md): the alerting rules in
-//! `monitoring/` pass `promtool check rules` and their unit tests (`promtool test rules`), and a
-//! real postgres_exporter with `monitoring/postgres_exporter-queries.yaml` exports
-//! `snowflake_stats()` and the worker ids of a cluster: a wall-clock step back (libfaketime)
-//! moves its counters as the server counts it. Prints what it scraped (`--nocapture`).
+//! `monitoring/` pass `promtool check rules` and their unit tests (`promtool test rules`: each
+//! rule fires on its fault and no rule on the look-alikes). A real postgres_exporter with
+//! `monitoring/postgres_exporter-queries.yaml` exports `snowflake_stats()`, the worker ids and
+//! the sequences of a cluster: a wall-clock step back (libfaketime) moves its counters as the
+//! server counts it, and the IDs issued do not fall when sessions end. query-exporter with
+//! `monitoring/query-exporter.yaml` exports the same metrics, with the extension in a schema of
+//! its own. And the rules run on what the real exporter scraped from real servers: silent
+//! through a burst then quiet and a restart, firing when the reservation worker cannot start.
+//! Prints what it scraped (`--nocapture`).
 
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
 
-use snowflake_id_cluster_tests::fixtures::{assert_server_clock_offset, workspace_root};
-use snowflake_id_cluster_tests::postgres_exporter::PostgresExporter;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use snowflake_id_cluster_tests::exporters::{self, Exporter, POSTGRES_EXPORTER, QUERY_EXPORTER};
+use snowflake_id_cluster_tests::fixtures::{
+    assert_server_clock_offset, doc_code_blocks, doc_sql_block, workspace_root,
+};
 use snowflake_id_cluster_tests::{wait_until, Cluster};
 
 /// Runs `promtool ARGS…` in `monitoring/`; its output, asserting it succeeded.
@@ -33,7 +43,7 @@ fn promtool(args: &[&str]) -> String {
 #[test]
 fn the_alerting_rules_pass_promtool_check_and_their_unit_tests() {
     let checked = promtool(&["check", "rules", "snowflake_id-alerts.yaml"]);
-    assert!(checked.contains("SUCCESS: 6 rules found"), "{checked}");
+    assert!(checked.contains("SUCCESS: 9 rules found"), "{checked}");
     let tested = promtool(&["test", "rules", "snowflake_id-alerts.test.yaml"]);
     assert!(tested.contains("SUCCESS"), "{tested}");
 }
@@ -45,14 +55,17 @@ fn samples(exposition: &str) -> BTreeMap<String, f64> {
         .filter(|line| line.starts_with("snowflake_id"))
         .filter_map(|line| {
             let (series, value) = line.rsplit_once(' ')?;
-            // The exporter labels every series with the server it scraped; leave it out.
+            // The exporters label every series with the server (postgres_exporter) or the
+            // configured database (query-exporter) it scraped; leave it out.
             let series = series
                 .split_once('{')
                 .map_or(series.to_owned(), |(name, labels)| {
                     let labels: Vec<&str> = labels
                         .trim_end_matches('}')
                         .split(',')
-                        .filter(|label| !label.starts_with("server="))
+                        .filter(|label| {
+                            !label.starts_with("server=") && !label.starts_with("database=")
+                        })
                         .collect();
                     if labels.is_empty() {
                         name.to_owned()
@@ -77,13 +90,18 @@ fn the_exporter_exports_the_counters_and_a_clock_step_back_moves_them() {
              SELECT snowflake_nextval('web');",
         )
         .unwrap();
-    let exporter = PostgresExporter::start(&cluster, "postgres");
+    let exporter = Exporter::postgres_exporter(&cluster, "postgres");
     let before_text = exporter.scrape();
     let before = samples(&before_text);
     println!("before the step: {before:?}");
     for (name, kind) in [
         ("snowflake_id_backward_steps_total", "counter"),
         ("snowflake_id_reservation_writes_total", "counter"),
+        ("snowflake_id_reservation_worker_writes_total", "counter"),
+        ("snowflake_id_reservation_write_failures_total", "counter"),
+        ("snowflake_id_ids_issued_total", "counter"),
+        ("snowflake_id_node_id", "gauge"),
+        ("snowflake_id_sequence_runs_out_timestamp_seconds", "gauge"),
         ("snowflake_id_reservation_lead_seconds", "gauge"),
         ("snowflake_id_slots_in_use", "gauge"),
         ("snowflake_id_workers_ids_in_use", "gauge"),
@@ -141,4 +159,414 @@ fn the_exporter_exports_the_counters_and_a_clock_step_back_moves_them() {
             >= before["snowflake_id_reservation_writes_total"]
     );
     assert_eq!(after["snowflake_id_ids_issued_total"], 1011.0);
+
+    // The IDs issued are counted since the server started: the session's end takes none away,
+    // and the next session's count adds to them (it takes the worker ids this one had).
+    drop(client);
+    let mut next = cluster.connect();
+    next.batch_execute("SELECT snowflake_nextval() FROM generate_series(1, 5)")
+        .unwrap();
+    let later = samples(&exporter.scrape());
+    assert_eq!(later["snowflake_id_ids_issued_total"], 1016.0);
+    assert_eq!(later["snowflake_id_reservation_write_failures_total"], 0.0);
+    assert!(later["snowflake_id_reservation_worker_writes_total"] >= 1.0);
+    assert_eq!(later["snowflake_id_node_id"], -1.0, "no node id set");
+    assert_eq!(later["snowflake_id_in_recovery"], 0.0);
+    assert_eq!(
+        later["snowflake_id_sequence_runs_out_timestamp_seconds{sequence=\"web\"}"],
+        runs_out(&mut next, "web")
+    );
+}
+
+/// When `sequence` runs out, as `snowflake_sequences` says (Unix seconds).
+fn runs_out(client: &mut postgres::Client, sequence: &str) -> f64 {
+    client
+        .query_one(
+            "SELECT extract(epoch FROM runs_out_at)::float8 FROM snowflake_sequences
+             WHERE name = $1",
+            &[&sequence],
+        )
+        .unwrap()
+        .get(0)
+}
+
+/// The exporter command at the end of `block`, a ```sh block of docs/monitoring.md's "Running
+/// an exporter", as its reader runs it from the repository's root: its environment assignments
+/// and arguments as written, with this test's places put in (the cluster's socket and port for
+/// the guide's /var/run/postgresql, where the test command installed the program, and a port on
+/// 127.0.0.1 to listen on).
+fn guide_command(block: &str, cluster: &Cluster, port: u16) -> Command {
+    let last = block
+        .replace("\\\n", " ")
+        .lines()
+        .last()
+        .expect("an empty block")
+        .to_owned();
+    // The shell's words: split at blanks, except inside single quotes (which go).
+    let mut words = Vec::new();
+    let (mut word, mut quoted) = (String::new(), false);
+    for character in last.chars() {
+        match character {
+            '\'' => quoted = !quoted,
+            ' ' if !quoted => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+            }
+            _ => word.push(character),
+        }
+    }
+    words.extend(Some(word).filter(|word| !word.is_empty()));
+    let mut words = words.into_iter().peekable();
+    let mut environment = Vec::new();
+    while let Some((name, value)) = words.peek().and_then(|word| word.split_once('=')) {
+        if !name.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
+            break;
+        }
+        environment.push((name.to_owned(), value.to_owned()));
+        words.next();
+    }
+    let program = words.next().expect("no program");
+    let program = program.as_str();
+    let socket = cluster.socket_dir().display().to_string();
+    let (path, listen) = match program {
+        "prometheus-postgres-exporter" => (
+            POSTGRES_EXPORTER,
+            vec![format!("--web.listen-address=127.0.0.1:{port}")],
+        ),
+        "/opt/query-exporter/bin/query-exporter" => (
+            QUERY_EXPORTER,
+            vec![
+                "-H".to_owned(),
+                "127.0.0.1".to_owned(),
+                "-p".to_owned(),
+                port.to_string(),
+            ],
+        ),
+        other => panic!("the guide runs {other}, which this test does not know"),
+    };
+    let mut command = exporters::program(path, program);
+    command
+        .args(words)
+        .args(listen)
+        .current_dir(workspace_root());
+    for (name, value) in environment {
+        let value = value
+            .replace(
+                "host=/var/run/postgresql ",
+                &format!("host={socket} port={} ", cluster.port()),
+            )
+            .replace(
+                "?host=/var/run/postgresql",
+                &format!("?host={socket}&port={}", cluster.port()),
+            );
+        assert!(!value.contains("/var/run/postgresql"), "{value}");
+        command.env(name, value);
+    }
+    command
+}
+
+/// docs/monitoring.md's "Running an exporter", followed: the role it creates, in a database
+/// whose extension is in a schema of its own (not on the role's search_path: the queries find
+/// it), scraped by both exporters as the section runs them. Both export the same metrics with
+/// the same values, among them the worker ids of widths no session holds, and the node id.
+#[test]
+fn the_guide_s_two_exporters_export_the_same_metrics_with_the_extension_in_its_own_schema() {
+    const PAGE: &str = "docs/monitoring.md";
+    const SECTION: &str = "Running an exporter";
+    let cluster = Cluster::builder()
+        .setting("snowflake_id.node_id = 7")
+        .start();
+    cluster
+        .connect()
+        .batch_execute("CREATE DATABASE app")
+        .unwrap();
+    let mut client = cluster.connect_to("app");
+    client
+        .batch_execute(
+            "CREATE SCHEMA ext;
+             CREATE EXTENSION snowflake_id SCHEMA ext;
+             SELECT ext.snowflake_create_sequence('orders', 'sharded');
+             SELECT ext.snowflake_create_sequence('web', 'js53');
+             SELECT ext.snowflake_nextval('orders') FROM generate_series(1, 100);",
+        )
+        .unwrap();
+    client
+        .batch_execute(&doc_sql_block(PAGE, SECTION, "CREATE ROLE monitor"))
+        .unwrap();
+    let mut monitor = cluster.connect_as("app", "monitor");
+    let search_path: String = monitor.query_one("SHOW search_path", &[]).unwrap().get(0);
+    assert!(!search_path.contains("ext"), "{search_path}");
+    let commands = doc_code_blocks(PAGE, SECTION, "sh");
+    assert_eq!(commands.len(), 2, "{commands:?}");
+    let started = |block: &str| Exporter::start_with(|port| guide_command(block, &cluster, port));
+    let postgres_exporter = started(&commands[0]);
+    let query_exporter = started(&commands[1]);
+    let exported = |exporter: &Exporter| -> BTreeMap<String, f64> {
+        samples(&exporter.scrape())
+            .into_iter()
+            // query-exporter adds when each counter was created; postgres_exporter does not.
+            .filter(|(series, _)| !series.contains("_created"))
+            .collect()
+    };
+    let by_postgres_exporter = exported(&postgres_exporter);
+    let by_query_exporter = exported(&query_exporter);
+    println!("postgres_exporter: {by_postgres_exporter:?}");
+    println!("query-exporter: {by_query_exporter:?}");
+    assert_eq!(
+        by_postgres_exporter.keys().collect::<Vec<_>>(),
+        by_query_exporter.keys().collect::<Vec<_>>(),
+        "the same series"
+    );
+    // 21 of the server, 3 for each of the three worker widths, 1 for each of three sequences.
+    assert_eq!(by_postgres_exporter.len(), 21 + 3 * 3 + 3);
+    // What does not move between the two scrapes is the same.
+    for series in [
+        "snowflake_id_ids_issued_total",
+        "snowflake_id_node_id",
+        "snowflake_id_in_recovery",
+        "snowflake_id_max_workers",
+        "snowflake_id_reserve_ahead_seconds",
+        "snowflake_id_reservation_write_failures_total",
+        "snowflake_id_workers_ids_in_use{worker_bits=\"10\"}",
+        "snowflake_id_workers_ids_in_use{worker_bits=\"8\"}",
+        "snowflake_id_workers_ids_in_use{worker_bits=\"7\"}",
+        "snowflake_id_workers_ids{worker_bits=\"7\"}",
+        "snowflake_id_sequence_runs_out_timestamp_seconds{sequence=\"web\"}",
+    ] {
+        assert_eq!(
+            by_postgres_exporter.get(series),
+            by_query_exporter.get(series),
+            "{series}"
+        );
+    }
+    assert_eq!(by_postgres_exporter["snowflake_id_ids_issued_total"], 100.0);
+    assert_eq!(by_postgres_exporter["snowflake_id_node_id"], 7.0);
+    // 'orders' (8 worker bits) issued IDs; 'default' (10) and 'web' (7) did not, and their
+    // widths are exported all the same.
+    for (bits, in_use) in [(8, 1.0), (10, 0.0), (7, 0.0)] {
+        assert_eq!(
+            by_postgres_exporter
+                [&format!("snowflake_id_workers_ids_in_use{{worker_bits=\"{bits}\"}}")],
+            in_use,
+            "{bits} worker bits"
+        );
+    }
+    for sequence in ["default", "orders", "web"] {
+        assert!(
+            by_postgres_exporter.contains_key(&format!(
+                "snowflake_id_sequence_runs_out_timestamp_seconds{{sequence=\"{sequence}\"}}"
+            )),
+            "{sequence}"
+        );
+    }
+}
+
+/// One scrape every `SCRAPE_EVERY` stands for one of Prometheus' every 15 s: the rules see 60
+/// times more time than passed.
+const SCRAPE_EVERY: Duration = Duration::from_millis(250);
+
+/// Scrapes `exporter` `count` times, one every `SCRAPE_EVERY`, into `scrapes`.
+fn scrape_into(scrapes: &mut Vec<BTreeMap<String, f64>>, exporter: &Exporter, count: usize) {
+    for _ in 0..count {
+        let started = Instant::now();
+        scrapes.push(
+            exporter
+                .try_scrape()
+                .map(|text| samples(&text))
+                .unwrap_or_default(),
+        );
+        std::thread::sleep(SCRAPE_EVERY.saturating_sub(started.elapsed()));
+    }
+}
+
+/// Runs `during` while a session issues IDs in batches of 100, 100 a second.
+fn issuing_ids<T>(cluster: &Cluster, during: impl FnOnce() -> T) -> T {
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let session = scope.spawn(|| {
+            let mut client = cluster.connect();
+            while !stop.load(Ordering::Relaxed) {
+                client
+                    .batch_execute("SELECT snowflake_nextval() FROM generate_series(1, 100)")
+                    .unwrap();
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        let result = during();
+        stop.store(true, Ordering::Relaxed);
+        session.join().expect("the session issuing IDs");
+        result
+    })
+}
+
+/// The rules of `monitoring/snowflake_id-alerts.yaml`: their names.
+fn alert_names() -> Vec<String> {
+    let rules =
+        std::fs::read_to_string(workspace_root().join("monitoring/snowflake_id-alerts.yaml"))
+            .unwrap();
+    rules
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("- alert: "))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The annotations alert `alert` has for `instance`, from the rules file: its summary, whose
+/// one template is the instance, and its description, a folded block without templates.
+fn annotations(alert: &str, instance: &str) -> (String, String) {
+    let rules =
+        std::fs::read_to_string(workspace_root().join("monitoring/snowflake_id-alerts.yaml"))
+            .unwrap();
+    let rule = rules
+        .split("- alert: ")
+        .find(|rule| rule.starts_with(&format!("{alert}\n")))
+        .unwrap_or_else(|| panic!("no rule {alert}"));
+    let summary = rule
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("summary: "))
+        .unwrap()
+        .trim_matches('"')
+        .replace("{{ $labels.instance }}", instance);
+    let description_lines: Vec<&str> = rule
+        .split("description: >-\n")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .take_while(|line| !line.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let description = description_lines.join(" ");
+    assert!(
+        !summary.contains("{{") && !description.contains("{{"),
+        "{alert}"
+    );
+    (summary, description)
+}
+
+/// A `promtool test rules` file: `scrapes` of the metrics the rules read, as series of instance
+/// `instance` 15 s apart, and at every minute, the alerts expected (`firing`: the names that
+/// fire then, with the annotations the rules give them; None: not checked then).
+fn promtool_test(
+    instance: &str,
+    scrapes: &[BTreeMap<String, f64>],
+    firing: impl Fn(usize) -> Option<Vec<String>>,
+) -> String {
+    let mut names: Vec<&String> = scrapes.iter().flat_map(BTreeMap::keys).collect();
+    names.sort();
+    names.dedup();
+    let mut test = format!(
+        "rule_files:\n  - {}\nevaluation_interval: 15s\ntests:\n  - interval: 15s\n    input_series:\n",
+        workspace_root()
+            .join("monitoring/snowflake_id-alerts.yaml")
+            .display()
+    );
+    for name in names {
+        let values: Vec<String> = scrapes
+            .iter()
+            .map(|scrape| {
+                scrape
+                    .get(name)
+                    .map_or("_".to_owned(), |value| value.to_string())
+            })
+            .collect();
+        let (metric, labels) = name.split_once('{').unwrap_or((name, "}"));
+        let labels = labels.trim_end_matches('}');
+        let separator = if labels.is_empty() { "" } else { ", " };
+        test += &format!(
+            "      - series: '{metric}{{instance=\"{instance}\"{separator}{labels}}}'\n        values: '{}'\n",
+            values.join(" ")
+        );
+    }
+    test += "    alert_rule_test:\n";
+    let minutes = scrapes.len() / 4;
+    for minute in 1..minutes {
+        let Some(fired) = firing(minute) else {
+            continue;
+        };
+        for alert in alert_names() {
+            test += &format!("      - eval_time: {minute}m\n        alertname: {alert}\n");
+            if fired.contains(&alert) {
+                let (summary, description) = annotations(&alert, instance);
+                test += &format!(
+                    "        exp_alerts:\n          - exp_labels: {{severity: critical, instance: {instance}}}\n            exp_annotations:\n              summary: {summary:?}\n              description: {description:?}\n"
+                );
+            } else {
+                test += "        exp_alerts: []\n";
+            }
+        }
+    }
+    test
+}
+
+/// Runs `promtool test rules` on `test`; its output, asserting it succeeded.
+fn run_promtool_test(name: &str, test: &str) -> String {
+    let path = std::env::temp_dir().join(format!("snowflake-{name}-{}.yaml", std::process::id()));
+    std::fs::write(&path, test).unwrap();
+    let output = promtool(&["test", "rules", path.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&path);
+    output
+}
+
+#[test]
+fn the_rules_on_real_scrapes_are_silent_after_a_burst_and_a_restart_and_fire_without_the_worker() {
+    // The look-alikes: IDs for 10 s then quiet for 20 s (the reservation lapses, its lead goes
+    // negative), a restart, then IDs for 10 s and quiet for 10 s. As the rules see it: 10
+    // minutes of IDs, 20 quiet, a restart, 10 of IDs and 10 quiet.
+    let mut cluster = Cluster::builder().start();
+    cluster
+        .connect()
+        .batch_execute("CREATE EXTENSION snowflake_id")
+        .unwrap();
+    let mut scrapes = Vec::new();
+    {
+        let exporter = Exporter::postgres_exporter(&cluster, "postgres");
+        issuing_ids(&cluster, || scrape_into(&mut scrapes, &exporter, 40));
+        scrape_into(&mut scrapes, &exporter, 80);
+    }
+    let before_restart = scrapes.last().unwrap().clone();
+    cluster.stop("fast");
+    cluster.start();
+    {
+        let exporter = Exporter::postgres_exporter(&cluster, "postgres");
+        issuing_ids(&cluster, || scrape_into(&mut scrapes, &exporter, 40));
+        scrape_into(&mut scrapes, &exporter, 40);
+    }
+    println!("before the restart: {before_restart:?}");
+    println!("at the end: {:?}", scrapes.last().unwrap());
+    assert!(before_restart["snowflake_id_reservation_worker_writes_total"] >= 10.0);
+    assert!(before_restart["snowflake_id_reservation_lead_seconds"] < -5.0);
+    let tested = run_promtool_test(
+        "look-alikes",
+        &promtool_test("db1", &scrapes, |_| Some(Vec::new())),
+    );
+    assert!(tested.contains("SUCCESS"), "{tested}");
+
+    // The fault: no background worker may start (max_worker_processes = 0; the server log says
+    // "too many background workers"), so sessions renew the reservation themselves. As the
+    // rules see it: 20 minutes of IDs.
+    let cluster = Cluster::builder()
+        .setting("max_worker_processes = 0")
+        .start();
+    cluster
+        .connect()
+        .batch_execute("CREATE EXTENSION snowflake_id")
+        .unwrap();
+    let exporter = Exporter::postgres_exporter(&cluster, "postgres");
+    let mut scrapes = Vec::new();
+    issuing_ids(&cluster, || scrape_into(&mut scrapes, &exporter, 80));
+    println!("without the worker: {:?}", scrapes.last().unwrap());
+    assert_eq!(
+        scrapes.last().unwrap()["snowflake_id_reservation_worker_writes_total"],
+        0.0
+    );
+    assert!(scrapes.last().unwrap()["snowflake_id_reservation_writes_total"] >= 10.0);
+    // Pending from the first scrapes on, firing once that held for 5 minutes: by the 7th.
+    let test = promtool_test("db1", &scrapes, |minute| match minute {
+        0..=4 => Some(Vec::new()),
+        5 | 6 => None,
+        _ => Some(vec!["SnowflakeReservationWorkerNotRenewing".to_owned()]),
+    });
+    let tested = run_promtool_test("worker-not-running", &test);
+    assert!(tested.contains("SUCCESS"), "{tested}");
 }

@@ -147,10 +147,27 @@ fn a_failed_reservation_write_names_the_file_that_failed() {
         blocker.display()
     );
     assert!(hint.starts_with("No ID was issued."), "{hint}");
+    // Counted for monitoring (SnowflakeReservationWriteFailed, docs/monitoring.md).
+    let failures = |client: &mut postgres::Client| -> i64 {
+        client
+            .query_one(
+                "SELECT reservation_write_failures FROM snowflake_stats()",
+                &[],
+            )
+            .unwrap()
+            .get(0)
+    };
+    let failed = failures(&mut client);
+    assert!(failed >= 1, "{failed} failures counted");
     std::fs::remove_dir(&blocker).unwrap();
     let id: i64 = client
         .query_one("SELECT snowflake_nextval()", &[])
         .unwrap()
         .get(0);
     assert!(id > 0);
+    assert_eq!(
+        failures(&mut client),
+        failed,
+        "a write that worked is no failure"
+    );
 }

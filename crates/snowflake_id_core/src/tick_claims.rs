@@ -140,6 +140,7 @@ impl WorkerId {
 mod tests {
     use super::*;
     use crate::layout::PRESETS;
+    use crate::sync::AtomicU64;
     use crate::worker_ids::tests::{alive, table};
     use crate::worker_ids::{attach, detach, in_use, TIME_UNITS};
     use proptest::prelude::*;
@@ -264,7 +265,7 @@ mod tests {
                 .map(|pid| {
                     let (space, clock) = (&space, &clock);
                     scope.spawn(move || {
-                        let worker = attach(space, pid, 1, 0, alive);
+                        let worker = attach(space, pid, 1, 0, alive, &AtomicU64::new(0));
                         let id = &space[worker];
                         let mut owned = OwnedTicks::NONE;
                         let unit = layout.time_unit_index();
@@ -377,7 +378,7 @@ mod tests {
                 *next_pid += 1;
                 Session {
                     pid: *next_pid,
-                    worker: attach(space, *next_pid, 1, 0, alive),
+                    worker: attach(space, *next_pid, 1, 0, alive, &AtomicU64::new(0)),
                     owned: [OwnedTicks::NONE; TIME_UNITS],
                     generators: vec![None; layouts.len()],
                 }

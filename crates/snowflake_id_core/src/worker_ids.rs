@@ -110,12 +110,16 @@ pub fn attach(
     database_oid: u32,
     now_unix_us: i64,
     is_alive: impl Fn(i32) -> bool,
+    retired: &AtomicU64,
 ) -> usize {
     let exclusive = |worker: usize| {
         let id = &space[worker];
         id.database_oid.store(database_oid, Ordering::Relaxed);
         id.claimed_at_unix_us.store(now_unix_us, Ordering::Relaxed);
-        id.ids_issued.store(0, Ordering::Relaxed);
+        // The earlier claims' IDs move to `retired` (see `ids_issued_since_start`): taken from
+        // the id first, so a reading in between misses them rather than counting them twice.
+        let earlier = id.ids_issued.swap(0, Ordering::SeqCst);
+        retired.fetch_add(earlier, Ordering::SeqCst);
         worker
     };
     for (worker, id) in space.iter().enumerate() {
@@ -170,6 +174,26 @@ pub fn detach(space: &[WorkerId], worker: usize, pid: i32) -> bool {
     id.sessions
         .fetch_update(Ordering::Release, Ordering::Relaxed, |n| n.checked_sub(1))
         .is_ok()
+}
+
+/// The IDs issued on the worker ids of `table` since the server started: those of earlier
+/// claims (`retired`, where `attach` moves an id's count when a new session takes it alone)
+/// and those of the current ones. A reading that races such a move may miss the IDs being
+/// moved, never count them twice (`retired` is read before the ids, and they leave an id
+/// before they reach it); `reported`, the highest reading so far, hides that dip. So readings
+/// never fall while the server runs, as a Prometheus counter must not, and never exceed the
+/// IDs issued.
+pub fn ids_issued_since_start(
+    table: &[WorkerId],
+    retired: &AtomicU64,
+    reported: &AtomicU64,
+) -> u64 {
+    let earlier = retired.load(Ordering::SeqCst);
+    let reading = table
+        .iter()
+        .map(|id| id.ids_issued.load(Ordering::SeqCst))
+        .fold(earlier, u64::saturating_add);
+    reported.fetch_max(reading, Ordering::Relaxed).max(reading)
 }
 
 /// How many worker ids of a space have at least one session.
@@ -304,8 +328,9 @@ pub(crate) mod tests {
     #[test]
     fn lowest_free_first_then_dead_holders_then_the_least_shared() {
         let s = table(3);
+        let retired = AtomicU64::new(0);
         for (pid, worker) in [(10, 0), (11, 1), (12, 2)] {
-            assert_eq!(attach(&s, pid, 5, 1_000, alive), worker);
+            assert_eq!(attach(&s, pid, 5, 1_000, alive, &retired), worker);
             assert_eq!((s[worker].holder(), s[worker].sessions()), (Some(pid), 1));
         }
         assert_eq!(
@@ -317,15 +342,16 @@ pub(crate) mod tests {
         let mut dead_holders = OwnedTicks::NONE;
         s[1].claim_tick(2, &mut dead_holders, 0, 5_000);
         s[1].count_issued(7);
-        assert_eq!(attach(&s, 13, 6, 2_000, |pid| pid != 11), 1);
+        assert_eq!(attach(&s, 13, 6, 2_000, |pid| pid != 11, &retired), 1);
         assert_eq!(
             (s[1].holder(), s[1].sessions(), s[1].ids_issued()),
             (Some(13), 1, 0)
         );
+        assert_eq!(retired.load(Ordering::Relaxed), 7, "the dead holder's IDs");
         assert_eq!(s[1].floor(2), 5_000);
         // Everyone alive: share the id with the fewest sessions, lowest first.
         for (pid, worker) in [(20, 0), (21, 1), (22, 2), (23, 0)] {
-            assert_eq!(attach(&s, pid, 5, 3_000, alive), worker);
+            assert_eq!(attach(&s, pid, 5, 3_000, alive, &retired), worker);
         }
         assert_eq!(
             s.iter().map(WorkerId::sessions).collect::<Vec<_>>(),
@@ -342,7 +368,7 @@ pub(crate) mod tests {
         assert!(!detach(&s, 0, 23), "nobody is left to count");
         assert!(!detach(&s, 9, 23), "no such id");
         // A free id is preferred to sharing, even a higher one... and to a dead holder.
-        assert_eq!(attach(&s, 30, 5, 4_000, |_| false), 0);
+        assert_eq!(attach(&s, 30, 5, 4_000, |_| false, &retired), 0);
         assert_eq!((s[0].holder(), s[0].sessions()), (Some(30), 1));
         assert_eq!(sharing_sessions(&s), 4);
     }
@@ -350,18 +376,49 @@ pub(crate) mod tests {
     #[test]
     fn a_full_space_checks_few_holders_for_life() {
         let s = table(20);
+        let retired = AtomicU64::new(0);
         for pid in 1..=20 {
-            attach(&s, pid, 1, 0, alive);
+            attach(&s, pid, 1, 0, alive, &retired);
         }
         let probed = std::cell::Cell::new(0);
-        let a = attach(&s, 100, 1, 0, |_| {
-            probed.set(probed.get() + 1);
-            true
-        });
+        let a = attach(
+            &s,
+            100,
+            1,
+            0,
+            |_| {
+                probed.set(probed.get() + 1);
+                true
+            },
+            &retired,
+        );
         assert_eq!(probed.get(), MAX_LIVENESS_PROBES);
         assert_eq!(s[a].sessions(), 2, "shared");
         // Where the probes start depends on the pid: pid 33 starts at id 13 (pid 14's).
-        assert_eq!(attach(&s, 33, 1, 0, |pid| pid != 14), 13);
+        assert_eq!(attach(&s, 33, 1, 0, |pid| pid != 14, &retired), 13);
         assert_eq!((s[13].holder(), s[13].sessions()), (Some(33), 1));
+    }
+
+    #[test]
+    fn ids_issued_since_start_never_fall_as_sessions_come_and_go() {
+        let s = table(2);
+        let (retired, reported) = (AtomicU64::new(0), AtomicU64::new(0));
+        let since_start = || ids_issued_since_start(&s, &retired, &reported);
+        let first = attach(&s, 1, 1, 0, alive, &retired);
+        s[first].count_issued(5);
+        assert_eq!(since_start(), 5);
+        assert!(detach(&s, first, 1));
+        assert_eq!(since_start(), 5, "a free id keeps its count");
+        let second = attach(&s, 2, 1, 0, alive, &retired);
+        assert_eq!(second, first, "the lowest free id again");
+        assert_eq!(s[second].ids_issued(), 0, "the new claim's own count");
+        s[second].count_issued(3);
+        assert_eq!(since_start(), 8);
+        // A reading that raced a move (missing the IDs moved) reports no less than before.
+        s[second].ids_issued.store(0, Ordering::SeqCst);
+        assert_eq!(since_start(), 8);
+        retired.fetch_add(3, Ordering::SeqCst);
+        s[second].count_issued(1);
+        assert_eq!(since_start(), 9);
     }
 }

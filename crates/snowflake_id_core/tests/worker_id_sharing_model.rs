@@ -7,6 +7,7 @@
 //! `cargo test` builds nothing here, so the file is not a test that passes without running.
 #![cfg(loom)]
 
+use loom::sync::atomic::AtomicU64;
 use loom::sync::Arc;
 use loom::thread;
 
@@ -46,12 +47,12 @@ fn issue(space: &[WorkerId], worker: usize, now: u64, count: usize) -> Vec<(u64,
 fn a_holder_and_a_session_joining_its_worker_id_never_issue_the_same_id() {
     loom::model(|| {
         let space: Arc<Vec<WorkerId>> = Arc::new(vec![WorkerId::new()]);
-        let holder = attach(&space, 1, 1, 0, |_| true);
+        let holder = attach(&space, 1, 1, 0, |_| true, &AtomicU64::new(0));
         assert_eq!(space[holder].sessions(), 1);
         let joiner = {
             let space = Arc::clone(&space);
             thread::spawn(move || {
-                let worker = attach(&space, 2, 1, 0, |_| true);
+                let worker = attach(&space, 2, 1, 0, |_| true, &AtomicU64::new(0));
                 assert_eq!(worker, holder, "the only id, shared");
                 let ids = issue(&space, worker, 100, 3);
                 assert!(detach(&space, worker, 2));
