@@ -1270,10 +1270,10 @@ $convert$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/lib.rs:98
+-- src/lib.rs:100
 -- requires:
 --   database_floor
---   worker_spaces
+--   pgedge_and_setting_names
 
 -- snowflake_id 0.8.0 → 0.9.0: the floor relations can be read by every role, so that any role
 -- that can dump the database (its owner, a member of pg_read_all_data) dumps their values too.

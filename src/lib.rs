@@ -94,11 +94,13 @@ pgrx::extension_sql_file!(
 );
 
 // Version 0.9.0's changes (the floor relations readable, for pg_dump by any role that can dump
-// the database; snowflake_stats() with the monitoring columns), likewise part of a fresh install.
+// the database; snowflake_stats() with the monitoring columns), likewise part of a fresh install:
+// after 0.7.0's, so that the install script is the same for every major (two scripts that only
+// follow worker_spaces come in either order).
 pgrx::extension_sql_file!(
     "../sql/snowflake_id--0.8.0--0.9.0.sql",
     name = "floor_readable_and_stats",
-    requires = ["database_floor", "worker_spaces"]
+    requires = ["database_floor", "pgedge_and_setting_names"]
 );
 
 #[pg_guard]
