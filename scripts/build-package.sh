@@ -1,16 +1,14 @@
 #!/usr/bin/env bash
-# Builds the installable package of snowflake_id for one PostgreSQL major (default
+# Builds the Debian package of snowflake_id for one PostgreSQL major (default
 # $SNOWFLAKE_PG_MAJOR, else 15) from a release build (`cargo pgrx package`):
-#   15      a Debian package for Debian's PostgreSQL 15:
-#           target/package/postgresql-15-snowflake-id_<version>_<arch>.deb
-#           installed with `dpkg -i` (or `apt-get install ./…deb`);
-#   17, 18  a tarball for the PostgreSQL that install-deps.sh builds under $SOURCE_PG_ROOT:
-#           target/package/snowflake_id-<version>-pg<major>-<arch>.tar.gz
-#           installed with `tar --extract --unlink-first --gzip --file … --directory /`.
-# Both install each file as a new file (dpkg renames; tar --unlink-first removes the old file
-# first), so running servers keep the library they mapped. Idempotent: every run rebuilds the
-# package from scratch (the cargo build itself is incremental). Prints the path of the package
-# on its last line.
+#   target/package/postgresql-<major>-snowflake-id_<version>_<arch>.deb
+# for Debian's and PGDG's layout (/usr/lib/postgresql/<major>/lib,
+# /usr/share/postgresql/<major>/extension), depending on postgresql-<major> and the C libraries
+# the library links (dpkg-shlibdeps), with a copyright file and a changelog, its library
+# stripped: lintian finds no error in it. Installed with `dpkg -i` (or `apt-get install ./…deb`),
+# which puts each file in place by rename, so running servers keep the library they mapped.
+# Idempotent: every run rebuilds the package from scratch (the cargo build itself is
+# incremental). Prints the path of the package on its last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -n "${1:-}" ]; then
@@ -47,18 +45,6 @@ done
 find "$PGRX_OUT" -type d -exec chmod 0755 {} +
 find "$PGRX_OUT" -type f -exec chmod 0644 {} +
 
-if [ "$PG_MAJOR" != 15 ]; then
-    TARBALL=$TARGET_DIR/package/snowflake_id-$VERSION-pg$PG_MAJOR-$ARCH.tar.gz
-    step "tar -> $TARBALL"
-    # Files only, no directory entries: unpacking must not change the modes of /opt and such.
-    (cd "$PGRX_OUT" && find . -type f -printf '%P\n' | LC_ALL=C sort) > "$PGRX_OUT.files"
-    tar --create --gzip --owner=0 --group=0 --numeric-owner --file "$TARBALL" \
-        --directory "$PGRX_OUT" --files-from "$PGRX_OUT.files"
-    tar --list --gzip --file "$TARBALL"
-    echo "$TARBALL"
-    exit 0
-fi
-
 PACKAGE=postgresql-$PG_MAJOR-snowflake-id
 STAGING=$TARGET_DIR/package/${PACKAGE}_${VERSION}_$ARCH
 DEB=$TARGET_DIR/package/${PACKAGE}_${VERSION}_$ARCH.deb
@@ -66,6 +52,58 @@ step "dpkg-deb --build -> $DEB"
 rm -rf "$STAGING" "$DEB"
 mkdir -p "$STAGING/DEBIAN"
 cp -a "$PGRX_OUT/." "$STAGING/"
+# No debugging symbols in the package (lintian: unstripped-binary-or-object).
+strip --strip-unneeded --remove-section=.comment --remove-section=.note \
+    "$STAGING$("$PG_CONFIG" --pkglibdir)/snowflake_id.so"
+MAINTAINER=${DEB_MAINTAINER:-snowflake_id developers <snowflake-id@users.noreply.github.com>}
+DOC=$STAGING/usr/share/doc/$PACKAGE
+mkdir -p "$DOC"
+# The licence, in Debian's machine-readable copyright format.
+{
+    cat <<COPYRIGHT
+Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
+Upstream-Name: snowflake_id
+
+Files: *
+Copyright: $(sed -n 's/^Copyright (c) //p' LICENSE | head -n 1)
+License: PostgreSQL
+
+License: PostgreSQL
+COPYRIGHT
+    # The licence text after its copyright lines, each line indented, blank ones as " .".
+    sed -n '/^Permission to use/,$p' LICENSE | sed -e 's/^$/./' -e 's/^/ /'
+} > "$DOC/copyright"
+# A native package's changelog: this release, in Debian's format (the whole history is
+# CHANGELOG.md, installed beside it).
+release_date=$(sed -n "s/^## $VERSION (\(.*\))$/\1/p" CHANGELOG.md)
+if [ -z "$release_date" ]; then
+    echo "CHANGELOG.md has no section \"## $VERSION (<date>)\"" >&2
+    exit 1
+fi
+cat > "$DOC/changelog" <<CHANGELOG
+$PACKAGE ($VERSION) unstable; urgency=medium
+
+  * snowflake_id $VERSION for PostgreSQL $PG_MAJOR. What it changes, and what
+    updating to it asks of an operator: CHANGELOG.md.gz beside this file.
+
+ -- $MAINTAINER  $(LC_ALL=C date -u -d "$release_date" '+%a, %d %b %Y %H:%M:%S +0000')
+CHANGELOG
+cp CHANGELOG.md "$DOC/CHANGELOG.md"
+gzip -9n "$DOC/changelog" "$DOC/CHANGELOG.md"
+find "$STAGING/usr" -type d -exec chmod 0755 {} +
+find "$STAGING/usr" -type f -exec chmod 0644 {} +
+# The C libraries the library links, as dpkg-shlibdeps finds them (it reads a debian/control).
+shlibs_dir=$(mktemp -d)
+mkdir "$shlibs_dir/debian"
+printf 'Source: snowflake-id\n\nPackage: %s\nArchitecture: any\n' "$PACKAGE" > "$shlibs_dir/debian/control"
+library=$(realpath "$STAGING$("$PG_CONFIG" --pkglibdir)/snowflake_id.so")
+library_depends=$(cd "$shlibs_dir" && dpkg-shlibdeps -O "$library" 2>/dev/null \
+    | sed -n 's/^shlibs:Depends=//p')
+rm -rf "$shlibs_dir"
+if [ -z "$library_depends" ]; then
+    echo "dpkg-shlibdeps found no dependency of $library" >&2
+    exit 1
+fi
 (cd "$STAGING" && find usr -type f -print0 | LC_ALL=C sort -z | xargs -0 md5sum) \
     > "$STAGING/DEBIAN/md5sums"
 installed_size=$(du -sk --exclude=DEBIAN "$STAGING" | cut -f1)
@@ -73,9 +111,9 @@ cat > "$STAGING/DEBIAN/control" <<CONTROL
 Package: $PACKAGE
 Version: $VERSION
 Architecture: $ARCH
-Maintainer: ${DEB_MAINTAINER:-snowflake_id developers <snowflake-id@invalid>}
+Maintainer: $MAINTAINER
 Installed-Size: $installed_size
-Depends: postgresql-$PG_MAJOR
+Depends: postgresql-$PG_MAJOR, $library_depends
 Section: database
 Priority: optional
 Description: Snowflake-style 64-bit IDs generated inside PostgreSQL $PG_MAJOR

@@ -6,11 +6,14 @@
 # Sourced by common.sh: it only defines (install-deps.sh's steps call the installing functions,
 # which use common.sh's step and apt_install_missing). The source packages are fetched through a private apt
 # configuration (its own sources file, lists and cache under $SOURCE_APT_DIR), so the machine's
-# own apt sources stay as they are. Each source-built major is installed into a prefix this
-# project owns, $SOURCE_PG_ROOT/<major>, and is skipped when that prefix already holds it.
+# own apt sources stay as they are. Every major lives in Debian's (and PGDG's) layout:
+# /usr/lib/postgresql/<major>/{bin,lib}, /usr/share/postgresql/<major>,
+# /usr/include/postgresql/<major>/server. A source-built major is installed as a local Debian
+# package named as Debian's (postgresql-<major>, version <Debian's>+snowflake1), so the
+# extension's package, which depends on postgresql-<major>, installs on it as it would on
+# PGDG's; it is skipped when that package is already installed.
 
 SUPPORTED_PG_MAJORS=(15 17 18)
-SOURCE_PG_ROOT=${SNOWFLAKE_PG_ROOT:-/opt/snowflake_id/postgresql}
 SOURCE_APT_DIR=/var/lib/snowflake_id/apt
 SOURCE_BUILD_DIR=/var/tmp/snowflake_id-build
 # Options a distribution builds with (Debian's own build adds LLVM, PAM, LDAP, GSSAPI, NLS and
@@ -20,13 +23,15 @@ SOURCE_PG_CONFIGURE_OPTIONS=(--with-openssl --with-icu --with-lz4 --with-zstd --
                              --with-libxml --with-readline)
 SOURCE_PG_BUILD_PACKAGES=(bison flex libssl-dev libicu-dev liblz4-dev libzstd-dev uuid-dev
                           libxml2-dev libreadline-dev zlib1g-dev dpkg-dev curl)
+# What the local package of a source-built major needs at run time (the libraries of the
+# options above); Debian 12 has them all.
+SOURCE_PG_RUNTIME_DEPENDS="libc6, libssl3, libicu72, liblz4-1, libzstd1, libuuid1, libxml2, libreadline8, zlib1g"
+# The suffix of the local packages' versions: never taken for Debian's or PGDG's own build.
+SOURCE_PG_VERSION_SUFFIX=+snowflake1
 
-# pg_config_of MAJOR: the pg_config of that major's installation.
+# pg_config_of MAJOR: the pg_config of that major's installation (Debian's layout).
 pg_config_of() {
-    case $1 in
-        15) echo /usr/lib/postgresql/15/bin/pg_config ;;
-        *) echo "$SOURCE_PG_ROOT/$1/bin/pg_config" ;;
-    esac
+    echo "/usr/lib/postgresql/$1/bin/pg_config"
 }
 
 # debian_suite_of MAJOR: the Debian suite whose source package is built for that major.
@@ -89,44 +94,78 @@ ensure_source_index() {
         >/dev/null || update_source_index
 }
 
-# install_postgres_from_source MAJOR: fetches, builds and installs PostgreSQL MAJOR into
-# $SOURCE_PG_ROOT/MAJOR, unless that prefix already holds a complete build (its BUILD-INFO file
-# is written last).
+# install_postgres_from_source MAJOR: fetches and builds PostgreSQL MAJOR from Debian's source
+# package in Debian's layout, and installs it as the local package postgresql-MAJOR (see the top
+# of this file), unless a package of that name is already installed (a local one, or Debian's or
+# PGDG's own).
 install_postgres_from_source() {
-    local major=$1 prefix="$SOURCE_PG_ROOT/$1" suite source_dir
-    if [ -f "$prefix/BUILD-INFO" ] && [ -x "$prefix/bin/pg_config" ]; then
+    local major=$1 suite source_dir build="$SOURCE_BUILD_DIR/$1" staging dsc version
+    if dpkg-query -W -f='${Status}' "postgresql-$major" 2>/dev/null | grep -q "install ok installed" \
+            && [ -x "$(pg_config_of "$major")" ]; then
         return 0
     fi
     suite=$(debian_suite_of "$major")
     apt_install_missing "${SOURCE_PG_BUILD_PACKAGES[@]}"
-    step "PostgreSQL $major from Debian's source package postgresql-$major ($suite) -> $prefix"
+    step "PostgreSQL $major from Debian's source package postgresql-$major ($suite) -> local package postgresql-$major"
     update_source_index
-    rm -rf "$SOURCE_BUILD_DIR/$major"
-    mkdir -p "$SOURCE_BUILD_DIR/$major"
+    rm -rf "$build"
+    mkdir -p "$build"
     (
-        cd "$SOURCE_BUILD_DIR/$major"
+        cd "$build"
         # apt verifies the download against the suite's signed Release file; dpkg-source
-        # checks the .dsc's checksums when it unpacks. Debian's own patches are left out: they
-        # move files to Debian's per-version layout, which a private prefix does not want.
+        # checks the .dsc's checksums when it unpacks. Debian's own patches are left out (they
+        # serve Debian's packaging: pg_wrapper, several majors' libpq); configure places the
+        # files where Debian's packages have them.
         private_apt source --download-only -qq "postgresql-$major/$suite" \
             || fetch_known_source_package "$major"
         dpkg-source --skip-patches -x postgresql-"$major"_*.dsc source >/dev/null
     )
-    source_dir="$SOURCE_BUILD_DIR/$major/source"
+    source_dir="$build/source"
+    staging="$build/package"
     (
         cd "$source_dir"
-        ./configure --prefix="$prefix" "${SOURCE_PG_CONFIGURE_OPTIONS[@]}" >configure.log
+        # libpq and the other libraries stay in the major's own lib directory (the binaries
+        # find them by rpath), so nothing of Debian 12's libpq5 is replaced.
+        ./configure --prefix=/usr \
+            --bindir="/usr/lib/postgresql/$major/bin" \
+            --libdir="/usr/lib/postgresql/$major/lib" \
+            --datadir="/usr/share/postgresql/$major" \
+            --includedir="/usr/include/postgresql/$major" \
+            --mandir="/usr/share/postgresql/$major/man" \
+            --docdir="/usr/share/doc/postgresql-$major" \
+            --localedir="/usr/share/postgresql/$major/locale" \
+            --sysconfdir=/etc/postgresql-common \
+            "${SOURCE_PG_CONFIGURE_OPTIONS[@]}" >configure.log
         make -j"$(nproc)" -s world-bin >make.log 2>&1 || { tail -n 40 make.log >&2; exit 1; }
-        make -s install-world-bin >install.log 2>&1 || { tail -n 40 install.log >&2; exit 1; }
+        make -s install-world-bin DESTDIR="$staging" >install.log 2>&1 \
+            || { tail -n 40 install.log >&2; exit 1; }
     )
+    dsc=$(basename "$(ls "$build"/postgresql-"$major"_*.dsc)" .dsc)
+    version=${dsc#postgresql-"$major"_}$SOURCE_PG_VERSION_SUFFIX
+    mkdir -p "$staging/DEBIAN" "$staging/usr/share/doc/postgresql-$major"
     {
-        echo "source package: $(basename "$(ls "$SOURCE_BUILD_DIR/$major"/postgresql-"$major"_*.dsc)")"
-        echo "configure: ${SOURCE_PG_CONFIGURE_OPTIONS[*]}"
-        "$prefix/bin/pg_config" --version
-    } > "$prefix/BUILD-INFO.partial"
-    mv "$prefix/BUILD-INFO.partial" "$prefix/BUILD-INFO"
-    rm -rf "$SOURCE_BUILD_DIR/$major"
-    cat "$prefix/BUILD-INFO"
+        echo "source package: $dsc.dsc (Debian's patches left out)"
+        echo "configure: Debian's layout, ${SOURCE_PG_CONFIGURE_OPTIONS[*]}"
+        "$staging/usr/lib/postgresql/$major/bin/postgres" --version
+    } > "$staging/usr/share/doc/postgresql-$major/BUILD-INFO"
+    cat > "$staging/DEBIAN/control" <<CONTROL
+Package: postgresql-$major
+Version: $version
+Architecture: $(dpkg --print-architecture)
+Maintainer: snowflake_id test setup <root@localhost>
+Installed-Size: $(du -sk "$staging" | cut -f1)
+Depends: $SOURCE_PG_RUNTIME_DEPENDS
+Section: database
+Priority: optional
+Description: PostgreSQL $major built by snowflake_id's test setup
+ PostgreSQL $major from Debian's source package ($dsc, without Debian's
+ patches), configured into Debian's layout, for snowflake_id's build and tests.
+ It holds the server, the client programs, contrib and the server headers.
+CONTROL
+    dpkg-deb --root-owner-group --build "$staging" "$build/postgresql-${major}_${version}.deb" >/dev/null
+    dpkg -i "$build/postgresql-${major}_${version}.deb"
+    rm -rf "$build"
+    cat "/usr/share/doc/postgresql-$major/BUILD-INFO"
 }
 
 # fetch_orig_tarball PACKAGE SUITE: downloads the upstream tarball of Debian source package
@@ -173,17 +212,18 @@ upgrade_source_major_of() {
 
 # install_pg_auto_failover_from_source MAJOR: pg_auto_failover 2.2 (pg_autoctl and the
 # pgautofailover extension) from the upstream tarball of Debian's source package
-# pg-auto-failover (trixie) into MAJOR's prefix. The failover tests run it; Debian 12 packages
-# it for 15 only. Skipped when the prefix already holds it.
+# pg-auto-failover (trixie) into MAJOR's installation. The failover tests run it; Debian 12
+# packages it for 15 only. Skipped when the installation already holds it.
 install_pg_auto_failover_from_source() {
-    local prefix="$SOURCE_PG_ROOT/$1" build="$SOURCE_BUILD_DIR/pg-auto-failover-$1" tarball
-    if [ -x "$prefix/bin/pg_autoctl" ] \
-            && [ -f "$("$prefix/bin/pg_config" --sharedir)/extension/pgautofailover.control" ]; then
+    local pg_config build="$SOURCE_BUILD_DIR/pg-auto-failover-$1" tarball
+    pg_config=$(pg_config_of "$1")
+    if [ -x "$("$pg_config" --bindir)/pg_autoctl" ] \
+            && [ -f "$("$pg_config" --sharedir)/extension/pgautofailover.control" ]; then
         return 0
     fi
     apt_install_missing libkrb5-dev libselinux1-dev libpam0g-dev libncurses-dev libedit-dev \
         libxslt1-dev libnuma-dev
-    step "pg_auto_failover from Debian's source package pg-auto-failover (trixie) -> $prefix"
+    step "pg_auto_failover from Debian's source package pg-auto-failover (trixie) -> $("$pg_config" --bindir)"
     ensure_source_index
     rm -rf "$build"
     mkdir -p "$build"
@@ -191,9 +231,9 @@ install_pg_auto_failover_from_source() {
         cd "$build"
         tarball=$(fetch_orig_tarball pg-auto-failover trixie)
         tar --extract --gzip --file "$tarball" --strip-components=1
-        make -j"$(nproc)" PG_CONFIG="$prefix/bin/pg_config" >make.log 2>&1 \
+        make -j"$(nproc)" PG_CONFIG="$pg_config" >make.log 2>&1 \
             || { tail -n 40 make.log >&2; exit 1; }
-        make install PG_CONFIG="$prefix/bin/pg_config" >install.log 2>&1 \
+        make install PG_CONFIG="$pg_config" >install.log 2>&1 \
             || { tail -n 40 install.log >&2; exit 1; }
     )
     rm -rf "$build"

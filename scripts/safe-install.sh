@@ -25,11 +25,10 @@ install_tree_by_rename() {
 }
 
 # install_package PACKAGE: installs a package from scripts/build-package.sh the way its users
-# do: a .deb with dpkg, a tarball with the one-line `tar --unlink-first` of docs/contributing.md.
+# do: with dpkg, which puts each file in place by rename.
 install_package() {
     case $1 in
         *.deb) dpkg -i "$1" ;;
-        *.tar.gz) tar --extract --unlink-first --gzip --no-same-owner --file "$1" --directory / ;;
         *) echo "not a package of build-package.sh: $1" >&2; return 1 ;;
     esac
 }

@@ -76,6 +76,9 @@ done
 apt_install_missing_services prometheus-postgres-exporter prometheus
 install_query_exporter
 
+# lintian, Debian's package checker, for the package test (pgrx-tests/tests/package.rs).
+apt_install_missing lintian
+
 # pgBackRest for the backup test (pgrx-tests/tests/pgbackrest.rs): trixie's, since Debian 12's
 # predates PostgreSQL 17 and 18.
 install_pgbackrest_from_trixie

@@ -7,7 +7,7 @@
 //! library (the `#[pg_test]` debug build that `cargo pgrx test pgN` leaves in `target/debug`) is
 //! installed the way that step installs it (`scripts/pgrx-sudo/sudo cp`), and (2) the package is
 //! installed over it with `install_package` of `scripts/safe-install.sh`, as a package upgrade
-//! (for PostgreSQL 15 a Debian package of a higher version, for 17 and 18 the tarball). It
+//! (the Debian package, rebuilt with a higher version). It
 //! asserts the postmaster and every session survive and keep issuing IDs after each install,
 //! no ID twice, and that after a restart the server runs on the package's library and
 //! continues above. Finally the package the test command installed is put back as it was.
@@ -61,15 +61,9 @@ fn test_build_library() -> PathBuf {
     library
 }
 
-/// For a Debian package: the same package with version `<version>+upgrade`, so that installing
-/// it is a package upgrade; a tarball is installed as it is.
+/// The same Debian package with version `<version>+upgrade`, so that installing it is a
+/// package upgrade.
 fn upgraded_package(package: &Path, directory: &Path) -> PathBuf {
-    if package
-        .extension()
-        .is_none_or(|extension| extension != "deb")
-    {
-        return package.to_owned();
-    }
     let root = directory.join("deb-root");
     let dpkg_deb = Path::new("dpkg-deb");
     run(

@@ -1,11 +1,14 @@
-//! The package of the major under test (`scripts/build-package.sh`): for PostgreSQL 15 the Debian
-//! package `postgresql-15-snowflake-id`, for the source-built 17 and 18 a tarball. The installed
+//! The package of the major under test (`scripts/build-package.sh`): the Debian package
+//! `postgresql-<major>-snowflake-id` for Debian's and PGDG's layout, which lintian finds clean.
+//! It is installed by dpkg on the installation of that major (`postgresql-<major>`, Debian's
+//! for 15, the test setup's local package for 17 and 18, in the same layout), the installed
 //! extension files are the package's, unchanged since (`scripts/test.sh` installs it before the
 //! cluster tests, so they all run against the packaged artifact), and the packaged extension
 //! works on a fresh cluster.
 
 use snowflake_id_cluster_tests::fixtures::{
     command_output, count, extension_crate_version, extension_version, package_path,
+    workspace_root,
 };
 use snowflake_id_cluster_tests::{pg_config, pg_major, Cluster};
 
@@ -14,7 +17,7 @@ fn run(program: &str, args: &[&str]) -> String {
     command_output(program, args).unwrap_or_else(|failure| {
         panic!(
             "{failure}\n(scripts/test.sh builds and installs the package: bash \
-             scripts/build-package.sh {major}, then dpkg -i or tar --extract)",
+             scripts/build-package.sh {major}, then dpkg -i)",
             major = pg_major()
         )
     })
@@ -40,83 +43,67 @@ fn installed_extension_files_belong_to_the_package() {
         "{}:\n{control_text}",
         files[1]
     );
-    if pg_major() == 15 {
-        installed_files_belong_to_the_debian_package(&version, &files);
-    } else {
-        installed_files_are_the_tarballs(&version, &files);
-    }
-}
-
-/// PostgreSQL 15: the files belong to the installed Debian package of this version, unchanged.
-fn installed_files_belong_to_the_debian_package(version: &str, files: &[String]) {
-    const PACKAGE: &str = "postgresql-15-snowflake-id";
+    // Debian's layout, whoever built the server.
+    let major = pg_major();
+    assert_eq!(
+        files[0],
+        format!("/usr/lib/postgresql/{major}/lib/snowflake_id.so")
+    );
+    assert_eq!(
+        files[1],
+        format!("/usr/share/postgresql/{major}/extension/snowflake_id.control")
+    );
+    let package = format!("postgresql-{major}-snowflake-id");
     let status = run(
         "dpkg-query",
         &[
             "--show",
-            "--showformat=${Status}|${Version}|${Architecture}|${Depends}",
-            PACKAGE,
+            "--showformat=${Status}|${Version}|${Architecture}",
+            &package,
         ],
     );
     let architecture = run("dpkg", &["--print-architecture"]);
     assert_eq!(
         status,
-        format!(
-            "install ok installed|{version}|{}|postgresql-15",
-            architecture.trim()
-        ),
+        format!("install ok installed|{version}|{}", architecture.trim()),
         "the installed package is not the one of this source tree"
     );
-    for file in files {
+    // It depends on the server's package and on the C libraries its library links, and dpkg
+    // installed it with those dependencies met.
+    let depends = run("dpkg-query", &["--show", "--showformat=${Depends}", &package]);
+    assert!(
+        depends.starts_with(&format!("postgresql-{major}, libc6 (>= ")),
+        "{package} depends on {depends}"
+    );
+    let server = run(
+        "dpkg-query",
+        &["--show", "--showformat=${Status}", &format!("postgresql-{major}")],
+    );
+    assert_eq!(server, "install ok installed", "postgresql-{major}");
+    for file in &files {
         let owner = run("dpkg", &["-S", file]);
-        assert_eq!(owner.trim(), format!("{PACKAGE}: {file}"), "dpkg -S {file}");
+        assert_eq!(owner.trim(), format!("{package}: {file}"), "dpkg -S {file}");
     }
     // None of the package's files was changed since it was installed (dpkg --verify compares
     // them with the package's md5sums): the cluster tests run against the packaged build, not a
     // later `cargo pgrx install`. (Other scripts, e.g. an older version's install script that
     // the update test puts there, may sit beside them: CREATE EXTENSION does not read them.)
-    let changed = run("dpkg", &["--verify", PACKAGE]);
+    let changed = run("dpkg", &["--verify", &package]);
     assert_eq!(
         changed, "",
         "installed files differ from the package (dpkg --verify): replaced since, e.g. by `cargo \
-         pgrx install`? Reinstall: dpkg -i target/package/{PACKAGE}_{version}_*.deb"
+         pgrx install`? Reinstall: dpkg -i target/package/{package}_{version}_*.deb"
     );
-    println!("{PACKAGE} {version} installed; owns {files:?}; files verified");
+    println!("{package} {version} installed; depends on {depends}; owns {files:?}; verified");
 }
 
-/// The source-built majors: the tarball holds the extension's files and nothing else, and the
-/// installed files are byte for byte the tarball's (`tar --compare`).
-fn installed_files_are_the_tarballs(version: &str, files: &[String]) {
-    let tarball = package_path(version);
-    let tarball = tarball.to_str().unwrap();
-    let mut listed: Vec<String> = run("tar", &["--list", "--gzip", "--file", tarball])
-        .lines()
-        .map(|line| format!("/{line}"))
-        .collect();
-    listed.sort();
-    for file in files {
-        assert!(listed.contains(file), "{tarball} lacks {file}: {listed:#?}");
-    }
-    let library_dir = pg_config("--pkglibdir");
-    let extension_dir = pg_config("--sharedir").join("extension");
-    for file in &listed {
-        let path = std::path::Path::new(file);
-        assert!(
-            (path.parent() == Some(&library_dir) || path.parent() == Some(&extension_dir))
-                && path
-                    .file_name()
-                    .unwrap()
-                    .to_string_lossy()
-                    .starts_with("snowflake_id"),
-            "{tarball} holds {file}, not a file of the extension"
-        );
-    }
-    let differences = run(
-        "tar",
-        &["--compare", "--gzip", "--file", tarball, "--directory", "/"],
-    );
-    assert_eq!(differences, "", "installed files differ from {tarball}");
-    println!("{tarball}: installed files verified: {files:?}");
+/// Debian's package checker finds neither an error nor a warning in the package.
+#[test]
+fn lintian_finds_nothing_wrong_with_the_package() {
+    let package = package_path(&extension_crate_version());
+    let package = package.to_str().unwrap();
+    let findings = run("lintian", &["--fail-on", "error,warning", package]);
+    println!("lintian {package}: {findings}");
 }
 
 #[test]
@@ -152,4 +139,61 @@ fn packaged_extension_works_on_a_fresh_cluster() {
     }
     assert_eq!(count(&mut client, "SELECT count(*) FROM orders"), 3);
     println!("packaged snowflake_id {version} on a fresh cluster: inserted and decoded {ids:?}");
+}
+
+/// The source archive for PGXN (`scripts/build-source-archive.sh`): every file of the tree under
+/// one directory, with a META.json at its top that gives PGXN's required fields (meta spec
+/// 1.0.0) and this version, read by PostgreSQL's own JSON parser.
+#[test]
+fn the_pgxn_source_archive_carries_a_meta_json_of_this_version() {
+    let version = extension_crate_version();
+    let script = workspace_root().join("scripts/build-source-archive.sh");
+    let built = run("bash", &[script.to_str().unwrap()]);
+    let archive = workspace_root().join(built.lines().last().expect("the archive's path"));
+    let listing = run("python3", &["-m", "zipfile", "--list", archive.to_str().unwrap()]);
+    let top = format!("snowflake_id-{version}/");
+    for file in ["META.json", "Cargo.toml", "snowflake_id.control", "src/lib.rs", "LICENSE"] {
+        assert!(
+            listing.contains(&format!("{top}{file} ")),
+            "{} lacks {top}{file}:\n{listing}",
+            archive.display()
+        );
+    }
+    let meta = std::fs::read_to_string(workspace_root().join("META.json")).unwrap();
+    let cluster = Cluster::builder().start();
+    let row = cluster
+        .connect()
+        .query_one(
+            "SELECT m->>'name', m->>'version', m->>'license', m->'meta-spec'->>'version',
+                    m->'provides'->'snowflake_id'->>'version',
+                    m->'provides'->'snowflake_id'->>'file',
+                    length(m->>'abstract') > 0 AND length(m->>'maintainer') > 0
+             FROM (SELECT $1::text::jsonb AS m) AS meta",
+            &[&meta],
+        )
+        .unwrap();
+    let fields: (String, String, String, String, String, String, bool) = (
+        row.get(0),
+        row.get(1),
+        row.get(2),
+        row.get(3),
+        row.get(4),
+        row.get(5),
+        row.get(6),
+    );
+    assert_eq!(
+        fields,
+        (
+            "snowflake_id".to_owned(),
+            version.clone(),
+            "postgresql".to_owned(),
+            "1.0.0".to_owned(),
+            version.clone(),
+            format!("sql/snowflake_id--{version}.sql"),
+            true
+        ),
+        "META.json"
+    );
+    assert!(listing.contains(&format!("{top}sql/snowflake_id--{version}.sql ")));
+    println!("{}: META.json of {version}", archive.display());
 }
