@@ -3,7 +3,7 @@
 //! does not fit its node bits (22023), and writes nothing; a session cannot change its node id;
 //! a valid one is in every ID the sequence makes.
 
-use snowflake_id_cluster_tests::fixtures::{count, failure};
+use snowflake_id_cluster_tests::fixtures::{count, doc_sql_block, failure};
 use snowflake_id_cluster_tests::{error_parts, Cluster};
 
 #[test]
@@ -44,11 +44,32 @@ fn node_id_that_does_not_fit_is_refused_and_not_user_settable() {
     assert_eq!(node, "5");
 }
 
-/// The README's "From one cluster to many", in its order: a sequence with node bits, the node id
-/// set and the server restarted (`'default'` then refuses IDs, 22023), the column switched; new
-/// IDs carry the node and continue above every stored one.
+/// The README's "From one cluster to many" block ("Choose a layout"), split at its
+/// `postgresql.conf` line: the SQL before the restart, the node id setting, the SQL after it.
+fn readme_one_cluster_to_many() -> (String, String, String) {
+    let block = doc_sql_block(
+        "README.md",
+        "Choose a layout",
+        "snowflake_convert_column('orders', 'id', 'orders')",
+    );
+    let (before, rest) = block
+        .split_once("-- postgresql.conf: ")
+        .unwrap_or_else(|| panic!("no postgresql.conf line in the README's block:\n{block}"));
+    let (setting, after) = rest.split_once('\n').unwrap_or((rest, ""));
+    let setting = setting.split("  ").next().unwrap_or_default().trim();
+    assert_eq!(
+        setting, "snowflake_id.node_id = 1",
+        "the README's block:\n{block}"
+    );
+    (before.to_owned(), setting.to_owned(), after.to_owned())
+}
+
+/// The README's "From one cluster to many", its block as it stands there, in its order: a
+/// sequence with node bits, the node id set and the server restarted (`'default'` then refuses
+/// IDs, 22023), the column switched; new IDs carry the node and continue above every stored one.
 #[test]
 fn one_cluster_to_many_as_the_readme_says() {
+    let (before_restart, node_id, after_restart) = readme_one_cluster_to_many();
     let mut cluster = Cluster::builder().start();
     let mut client = cluster.connect();
     client
@@ -58,12 +79,10 @@ fn one_cluster_to_many_as_the_readme_says() {
              INSERT INTO orders (item) SELECT 'before' FROM generate_series(1, 1000);",
         )
         .unwrap();
-    client
-        .batch_execute("SELECT snowflake_create_sequence('orders', preset => 'sharded')")
-        .unwrap();
+    client.batch_execute(&before_restart).unwrap();
     drop(client);
     cluster.stop("fast");
-    cluster.append_config("snowflake_id.node_id = 1");
+    cluster.append_config(&node_id);
     cluster.start();
     let mut client = cluster.connect();
     let (code, ..) = failure(
@@ -74,9 +93,7 @@ fn one_cluster_to_many_as_the_readme_says() {
         code, "22023",
         "'default' refuses IDs once the node id is set"
     );
-    client
-        .batch_execute("SELECT snowflake_convert_column('orders', 'id', 'orders')")
-        .unwrap();
+    client.batch_execute(&after_restart).unwrap();
     client
         .batch_execute("INSERT INTO orders (item) SELECT 'after' FROM generate_series(1, 1000)")
         .unwrap();

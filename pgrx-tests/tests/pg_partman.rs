@@ -120,11 +120,7 @@ fn pg_partman_keeps_utc_day_partitions_of_snowflake_ids() {
 
     // A partition made ahead by time rather than by data, at a day's first ID.
     client
-        .batch_execute(
-            "SELECT partman.create_partition_id('public.events',
-                 ARRAY[(SELECT lower
-                        FROM snowflake_partition_bounds(now() + interval '7 days', '1 day'))]);",
-        )
+        .batch_execute(&guide_block("now() + interval '7 days'"))
         .unwrap();
     let mut expected = days(&mut client, -5, 4, &rows);
     expected.extend(days(&mut client, 7, 7, &|_| 0));
@@ -137,15 +133,7 @@ fn pg_partman_keeps_utc_day_partitions_of_snowflake_ids() {
     assert_eq!(count(&mut client, "SELECT count(*) FROM events_default"), 0);
 
     // Retention: partitions whose IDs all lie more than two days below the newest are dropped.
-    client
-        .batch_execute(
-            "UPDATE partman.part_config
-             SET retention = (snowflake_partition_width('1 day') * 2)::text,
-                 retention_keep_table = false
-             WHERE parent_table = 'public.events';
-             SELECT partman.run_maintenance('public.events');",
-        )
-        .unwrap();
+    client.batch_execute(&guide_block("SET retention")).unwrap();
     let kept = partitions(&mut client);
     println!("after retention of two days: {kept:?}");
     let mut expected = days(&mut client, -2, 4, &rows);
