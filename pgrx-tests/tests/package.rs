@@ -7,8 +7,7 @@
 //! works on a fresh cluster.
 
 use snowflake_id_cluster_tests::fixtures::{
-    command_output, count, extension_crate_version, extension_version, package_path,
-    workspace_root,
+    command_output, count, extension_crate_version, extension_version, package_path, workspace_root,
 };
 use snowflake_id_cluster_tests::{pg_config, pg_major, Cluster};
 
@@ -70,14 +69,21 @@ fn installed_extension_files_belong_to_the_package() {
     );
     // It depends on the server's package and on the C libraries its library links, and dpkg
     // installed it with those dependencies met.
-    let depends = run("dpkg-query", &["--show", "--showformat=${Depends}", &package]);
+    let depends = run(
+        "dpkg-query",
+        &["--show", "--showformat=${Depends}", &package],
+    );
     assert!(
         depends.starts_with(&format!("postgresql-{major}, libc6 (>= ")),
         "{package} depends on {depends}"
     );
     let server = run(
         "dpkg-query",
-        &["--show", "--showformat=${Status}", &format!("postgresql-{major}")],
+        &[
+            "--show",
+            "--showformat=${Status}",
+            &format!("postgresql-{major}"),
+        ],
     );
     assert_eq!(server, "install ok installed", "postgresql-{major}");
     for file in &files {
@@ -150,9 +156,18 @@ fn the_pgxn_source_archive_carries_a_meta_json_of_this_version() {
     let script = workspace_root().join("scripts/build-source-archive.sh");
     let built = run("bash", &[script.to_str().unwrap()]);
     let archive = workspace_root().join(built.lines().last().expect("the archive's path"));
-    let listing = run("python3", &["-m", "zipfile", "--list", archive.to_str().unwrap()]);
+    let listing = run(
+        "python3",
+        &["-m", "zipfile", "--list", archive.to_str().unwrap()],
+    );
     let top = format!("snowflake_id-{version}/");
-    for file in ["META.json", "Cargo.toml", "snowflake_id.control", "src/lib.rs", "LICENSE"] {
+    for file in [
+        "META.json",
+        "Cargo.toml",
+        "snowflake_id.control",
+        "src/lib.rs",
+        "LICENSE",
+    ] {
         assert!(
             listing.contains(&format!("{top}{file} ")),
             "{} lacks {top}{file}:\n{listing}",
