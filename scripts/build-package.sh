@@ -42,9 +42,6 @@ for file in "$($PG_CONFIG --pkglibdir)/snowflake_id.so" \
         exit 1
     fi
 done
-find "$PGRX_OUT" -type d -exec chmod 0755 {} +
-find "$PGRX_OUT" -type f -exec chmod 0644 {} +
-
 PACKAGE=postgresql-$PG_MAJOR-snowflake-id
 STAGING=$TARGET_DIR/package/${PACKAGE}_${VERSION}_$ARCH
 DEB=$TARGET_DIR/package/${PACKAGE}_${VERSION}_$ARCH.deb

@@ -33,6 +33,18 @@ fn maintenance() -> String {
     guide_block("partman.run_maintenance")
 }
 
+/// Ten rows `body = 'past'` for each of the `days` days ago, at the start of the day's IDs.
+fn insert_past_rows(client: &mut postgres::Client, days: std::ops::RangeInclusive<i32>) {
+    client
+        .execute(
+            "INSERT INTO events (id, body)
+             SELECT snowflake_min_id(now() - d * interval '1 day') + h, 'past'
+             FROM generate_series($1::int, $2::int) d, generate_series(0, 9) h",
+            &[days.start(), days.end()],
+        )
+        .unwrap();
+}
+
 /// The guide's block that makes the partitions of the last `days` days (30 in the guide).
 fn history(days: i32) -> String {
     guide_block("generate_series(1, 30)").replace(
@@ -95,13 +107,7 @@ fn pg_partman_keeps_utc_day_partitions_of_snowflake_ids() {
     // History first (the guide's block, five days), rows of three past days, maintenance, then
     // today's rows and maintenance: partitions up to four days past the newest row.
     client.batch_execute(&history(5)).unwrap();
-    client
-        .batch_execute(
-            "INSERT INTO events (id, body)
-             SELECT snowflake_min_id(now() - d * interval '1 day') + h, 'past'
-             FROM generate_series(3, 5) d, generate_series(0, 9) h;",
-        )
-        .unwrap();
+    insert_past_rows(&mut client, 3..=5);
     client.batch_execute(&maintenance()).unwrap();
     client
         .batch_execute("INSERT INTO events (body) SELECT 'now' FROM generate_series(1, 1000)")
@@ -257,13 +263,7 @@ fn history_loaded_after_todays_rows_lands_in_its_days() {
         .unwrap();
     client.batch_execute(&maintenance()).unwrap();
     client.batch_execute(&history(30)).unwrap();
-    client
-        .batch_execute(
-            "INSERT INTO events (id, body)
-             SELECT snowflake_min_id(now() - d * interval '1 day') + h, 'past'
-             FROM generate_series(1, 30) d, generate_series(0, 9) h;",
-        )
-        .unwrap();
+    insert_past_rows(&mut client, 1..=30);
     client.batch_execute(&maintenance()).unwrap();
     assert_eq!(count(&mut client, "SELECT count(*) FROM events_default"), 0);
     assert_eq!(misplaced(&mut client), 0);
