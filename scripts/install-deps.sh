@@ -6,6 +6,7 @@
 #   install_postgres_major N  PostgreSQL N: Debian's for 15, built from source for 17 and 18
 #   install_cargo_pgrx        cargo-pgrx $PGRX_VERSION, `cargo pgrx init` with every installed major
 #   install_everything        all of the above for every supported major (what test.sh needs)
+#   install_cargo_nextest     cargo-nextest, which test.sh runs the whole-cluster tests with
 # Run on its own (bash scripts/install-deps.sh) it installs everything. The demo needs only
 # the first two for its major; the client libraries of the client tests are
 # install-client-deps.sh's.
@@ -46,6 +47,17 @@ install_cargo_pgrx() {
     if [ -n "$init_needed" ]; then
         step "cargo pgrx init ${init_args[*]}"
         cargo pgrx init "${init_args[@]}"
+    fi
+}
+
+install_cargo_nextest() {
+    local installed
+    require_cargo
+    installed=$(cargo nextest --version 2>/dev/null | awk 'NR == 1 {print $2}')
+    if [ -z "$installed" ] \
+            || [ "$(printf '%s\n' "$NEXTEST_OLDEST" "$installed" | sort -V | head -n 1)" != "$NEXTEST_OLDEST" ]; then
+        step "cargo install cargo-nextest --version $NEXTEST_VERSION --locked (takes a few minutes once)"
+        cargo install cargo-nextest --version "$NEXTEST_VERSION" --locked
     fi
 }
 

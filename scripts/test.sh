@@ -12,6 +12,7 @@ source scripts/install-citus.sh
 source scripts/install-pgedge-snowflake.sh
 install_everything
 install_client_deps
+install_cargo_nextest
 VERSION=$(cargo_package_version)
 LOGS=/tmp/snowflake-test-logs
 rm -rf "$LOGS"
@@ -112,14 +113,29 @@ RUSTFLAGS="--cfg loom" run_step "pure core: loom model check of worker-id sharin
 run_step "benchmark package: unit tests (python3 -m unittest)" "$LOGS/bench.log" \
     python3 -m unittest discover --start-directory bench/tests --top-level-directory bench
 
+# The whole-cluster tests' servers live in a directory of this run's, on the memory file system
+# when there is room there: initdb, base backups and restores make a third of the system time
+# they make on disk. Removed at the end, with anything a test left behind.
+cluster_tmp_parent=/var/tmp
+if [ "$(df --output=avail -k /dev/shm 2>/dev/null | tail -n 1)" -gt $((8 * 1024 * 1024)) ] 2>/dev/null; then
+    cluster_tmp_parent=/dev/shm
+fi
+cluster_tmp=$(mktemp -d "$cluster_tmp_parent/snowflake-tests.XXXXXX")
+chmod 1777 "$cluster_tmp" # the servers run as postgres
+trap 'rm -rf "$cluster_tmp"' EXIT
+
 # Every PostgreSQL-facing test runs on every supported major: the #[pg_test]s, then the package
 # is built and installed, then the whole-cluster tests run against that installed package.
 for major in "${SUPPORTED_PG_MAJORS[@]}"; do
     pgdata=/var/tmp/snowflake-pgtest/pg$major
     install -d -o postgres -g postgres "$(dirname "$pgdata")" "$pgdata"
     # cargo-pgrx installs the test build through `sudo cp`; scripts/pgrx-sudo makes that an
-    # install by rename, so servers running on this machine keep their library.
-    PATH="$PWD/scripts/pgrx-sudo:$PATH" run_step "PostgreSQL $major: #[pg_test] tests (cargo pgrx test pg$major)" \
+    # install by rename, so servers running on this machine keep their library. Without its
+    # link argument for the library (a workaround for linkers that drop pgrx's schema section,
+    # which this one keeps), the library's build shares the test build's dependencies instead
+    # of compiling them all again.
+    PATH="$PWD/scripts/pgrx-sudo:$PATH" CARGO_PGRX_DISABLE_GC_SECTIONS_WORKAROUND=1 \
+        run_step "PostgreSQL $major: #[pg_test] tests (cargo pgrx test pg$major)" \
         "$LOGS/pg$major-pg-test.log" cargo pgrx test "pg$major" --runas postgres --pgdata "$pgdata/data"
 
     run_step "PostgreSQL $major: package" "$LOGS/pg$major-package.log" \
@@ -135,16 +151,17 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
         "target/release/snowflake_id-pg$major$("$(pg_config_of "$major")" --sharedir)/extension/snowflake_id--$VERSION.sql"
     run_step "PostgreSQL $major: install $package" "$LOGS/pg$major-install.log" \
         install_package "$package"
+    # The whole-cluster tests and the Citus tests, several at once (.config/nextest.toml); each
+    # result and duration goes to a JUnit report the summary reads.
+    rm -f target/nextest/default/junit.xml
     PG_CONFIG=$(pg_config_of "$major") SNOWFLAKE_ID_PACKAGE=$PWD/$package \
         AUTO_FAILOVER_PG_CONFIG=$(pg_config_of "$(auto_failover_major_of "$major")") \
         UPGRADE_FROM_PG_CONFIG=$(pg_config_of "$(upgrade_source_major_of "$major")") \
-        DUMP_FROM_PG_CONFIG=$(pg_config_of 15) \
-        run_step "PostgreSQL $major: whole-cluster tests (pgrx-tests/)" \
-        "$LOGS/pg$major-cluster-test.log" cargo test -p snowflake_id_cluster_tests --no-fail-fast
-    PG_CONFIG=$(pg_config_of "$major") \
-        run_step "PostgreSQL $major: Citus $(citus_version_of "$major") cluster tests (pgrx-tests/tests/citus/)" \
-        "$LOGS/pg$major-citus-test.log" \
-        cargo test -p snowflake_id_cluster_tests --features citus --test citus -- --nocapture
+        DUMP_FROM_PG_CONFIG=$(pg_config_of 15) TMPDIR=$cluster_tmp \
+        run_step "PostgreSQL $major: whole-cluster and Citus $(citus_version_of "$major") tests (pgrx-tests/, cargo nextest)" \
+        "$LOGS/pg$major-cluster-test.log" \
+        cargo nextest run -p snowflake_id_cluster_tests --features citus --no-fail-fast
+    cp target/nextest/default/junit.xml "$LOGS/pg$major-junit.xml" 2>/dev/null || true
 done
 
 # "passed failed" of a cargo test log (its "test result:" lines) ...
@@ -171,13 +188,17 @@ read -r passed failed < <(count_cargo "$LOGS/loom.log")
 report "core loom model" "$passed" "$failed"
 read -r passed failed < <(count_unittest "$LOGS/bench.log")
 report "bench unit" "$passed" "$failed"
+junit_reports=()
 for major in "${SUPPORTED_PG_MAJORS[@]}"; do
+    junit_reports+=("$major=$LOGS/pg$major-junit.xml")
     read -r passed failed < <(count_cargo "$LOGS/pg$major-pg-test.log")
     report "PostgreSQL $major pg_test" "$passed" "$failed"
-    read -r passed failed < <(count_cargo "$LOGS/pg$major-cluster-test.log")
-    report "PostgreSQL $major cluster tests" "$passed" "$failed"
-    read -r passed failed < <(count_cargo "$LOGS/pg$major-citus-test.log")
-    report "PostgreSQL $major Citus tests" "$passed" "$failed"
+    while read -r kind passed failed; do
+        case $kind in
+            cluster) report "PostgreSQL $major cluster tests" "$passed" "$failed" ;;
+            citus) report "PostgreSQL $major Citus tests" "$passed" "$failed" ;;
+        esac
+    done < <(python3 scripts/nextest_report.py counts "$LOGS/pg$major-junit.xml")
     if grep -qs ' are identical$' "$LOGS/pg$major-install-script.log"; then
         report "PostgreSQL $major install script" 1 0
     else
@@ -185,6 +206,7 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
     fi
     echo "PostgreSQL $major package:       $(tail -n 1 "$LOGS/pg$major-package.log")"
 done
+python3 scripts/nextest_report.py failed "${junit_reports[@]}" | sed 's/^/failed test: /'
 # A step that failed before reporting any failed test (a build error, say) counts as one.
 for failure in "${failed_steps[@]}"; do
     echo "failed step: $failure"
@@ -196,11 +218,9 @@ echo
 echo "where the time went (seconds):"
 printf '  %s\n' "${step_times[@]}"
 echo "  $((SECONDS - suite_started)) in all"
-echo "the slowest whole-cluster test files (seconds, major):"
-for major in "${SUPPORTED_PG_MAJORS[@]}"; do
-    awk -v major="$major" '/^ *Running tests\// {file = $2}
-        /^test result:/ && file != "" {sub(/s$/, "", $NF); print $NF, file, major; file = ""}' \
-        "$LOGS/pg$major-cluster-test.log" 2>/dev/null
-done | sort -rn | head -n 12 | awk '{printf "  %6.1f  %s (%s)\n", $1, $2, $3}' || true
+echo "the whole-cluster test files whose tests took longest (seconds, their tests' durations added):"
+python3 scripts/nextest_report.py files 10 "${junit_reports[@]}" | sed 's/^/  /'
+echo "the slowest whole-cluster tests (seconds):"
+python3 scripts/nextest_report.py slowest 12 "${junit_reports[@]}" | sed 's/^/  /'
 echo "total: $total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]
