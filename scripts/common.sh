@@ -13,10 +13,10 @@
 set -euo pipefail
 
 PGRX_VERSION=0.18.1
-# The whole-cluster tests run under cargo-nextest: one that has test priorities (0.9.91) will
-# do; where there is none, this version is installed.
+# The whole-cluster tests run under cargo-nextest: one that selects tests by their group
+# (0.9.133) will do; where there is none, this version is installed.
 NEXTEST_VERSION=0.9.143
-NEXTEST_OLDEST=0.9.91
+NEXTEST_OLDEST=0.9.133
 export DEBIAN_FRONTEND=noninteractive
 
 step() { printf '\n==> %s\n' "$*"; }

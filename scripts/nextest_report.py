@@ -1,7 +1,7 @@
 """What the test command's summary says of the whole-cluster tests, read from the JUnit reports
 cargo-nextest writes (.config/nextest.toml): one report per major, given as MAJOR=PATH.
 
-  counts PATH                 "cluster PASSED FAILED" and "citus PASSED FAILED"
+  counts PATH…                "cluster PASSED FAILED" and "citus PASSED FAILED" of these reports
   failed MAJOR=PATH…          the failed tests, one per line
   slowest N MAJOR=PATH…       the N slowest tests: seconds, file, test, major
   files N MAJOR=PATH…         the N test files whose tests took longest, their durations added
@@ -43,7 +43,7 @@ def by_major(arguments):
 def main(command, *arguments):
     if command == "counts":
         counts = {"cluster": [0, 0], "citus": [0, 0]}
-        for file, _, _, failed in tests(arguments[0]):
+        for file, _, _, failed in (row for path in arguments for row in tests(path)):
             kind = "citus" if file == CITUS_FILE else "cluster"
             counts[kind][1 if failed else 0] += 1
         for kind, (passed, failed) in counts.items():

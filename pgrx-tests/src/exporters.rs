@@ -4,9 +4,10 @@
 //! virtual environment the test command makes). Each listens on 127.0.0.1 only, reaches the
 //! cluster through its Unix socket, and is stopped when dropped, even when the test panics.
 
+use std::fs::File;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -22,6 +23,8 @@ pub const QUERY_EXPORTER: &str = "/opt/snowflake_id/query-exporter/bin/query-exp
 pub struct Exporter {
     port: u16,
     process: Child,
+    /// The exporter's output.
+    log: PathBuf,
 }
 
 impl Exporter {
@@ -48,20 +51,32 @@ impl Exporter {
     }
 
     /// Starts the exporter `command_for(port)` makes, told to listen on 127.0.0.1:`port` (a
-    /// free one), and waits until it serves `/metrics`.
+    /// free one), and waits until it serves `/metrics`. Its output goes to a file beside the
+    /// clusters, shown if it never serves. The wait is long: query-exporter (Python) imports
+    /// for seconds before it listens, and longer on a machine busy with other tests.
     pub fn start_with(command_for: impl FnOnce(u16) -> Command) -> Exporter {
         let port = free_port();
         let mut command = command_for(port);
+        let log = std::env::temp_dir().join(format!("snowflake-exporter-{port}.log"));
+        let output =
+            File::create(&log).unwrap_or_else(|error| panic!("create {}: {error}", log.display()));
         let process = command
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stdout(output.try_clone().expect("the exporter's log"))
+            .stderr(output)
             .spawn()
             .unwrap_or_else(|error| panic!("start {command:?}: {error}"));
-        let exporter = Exporter { port, process };
+        let mut exporter = Exporter { port, process, log };
+        let mut exited = None;
+        let serves = wait_until(Duration::from_secs(60), || {
+            exited = exporter.process.try_wait().ok().flatten();
+            exited.is_some() || exporter.try_scrape().is_ok()
+        });
         assert!(
-            wait_until(Duration::from_secs(20), || exporter.try_scrape().is_ok()),
-            "{command:?} does not serve /metrics on 127.0.0.1:{port}"
+            serves && exited.is_none(),
+            "{command:?} does not serve /metrics on 127.0.0.1:{port} ({}); its output:\n{}",
+            exited.map_or("still running".to_owned(), |status| status.to_string()),
+            std::fs::read_to_string(&exporter.log).unwrap_or_default()
         );
         exporter
     }
@@ -95,6 +110,7 @@ impl Drop for Exporter {
     fn drop(&mut self) {
         let _ = self.process.kill();
         let _ = self.process.wait();
+        let _ = std::fs::remove_file(&self.log);
     }
 }
 
