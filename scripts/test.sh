@@ -34,34 +34,6 @@ run_step() {
     step_times+=("$((SECONDS - started)) $name")
 }
 
-# run_step_beside NAME LOG COMMAND…: run_step in the background, beside the steps after it, its
-# output kept in LOG and shown when wait_step_beside waits for it. One at a time.
-step_beside=
-run_step_beside() {
-    local name=$1 log=$2
-    shift 2
-    step "$name: started; it runs beside the next steps, its output comes when it ends"
-    (
-        started=$SECONDS
-        status=0
-        "$@" > "$log" 2>&1 || status=$?
-        echo "$status $((SECONDS - started))" > "$log.result"
-    ) &
-    step_beside="$!|$name|$log"
-}
-wait_step_beside() {
-    [ -n "$step_beside" ] || return 0
-    local pid name log status=1 seconds=0
-    IFS='|' read -r pid name log <<< "$step_beside"
-    step_beside=
-    wait "$pid" || true
-    step "$name: ended"
-    cat "$log"
-    read -r status seconds < "$log.result" || true
-    [ "$status" = 0 ] || failed_steps+=("$name (log: $log)")
-    step_times+=("$seconds $name (beside the steps after it)")
-}
-
 # same_install_script COMMITTED GENERATED: whether the committed install script is the one
 # cargo-pgrx generated, leaving out the comments that give the Rust source line of each item
 # (they move with every edit and change nothing). Prints "… are identical" or the difference
@@ -154,10 +126,10 @@ trap 'rm -rf "$cluster_tmp"' EXIT
 
 # Every PostgreSQL-facing test runs on every supported major: the #[pg_test]s, then the package
 # is built and installed, then the whole-cluster tests (and the Citus tests) run against that
-# installed package under cargo-nextest (.config/nextest.toml). First, one at a time, the tests
-# that must run alone (they time calls, or change the installation); then the others, several
-# at once, beside the next major's builds, since they mostly wait on servers. Each nextest run
-# leaves a JUnit report of every result and duration, which the summary reads.
+# installed package under cargo-nextest (.config/nextest.toml): first, one at a time, those
+# that must run alone (they time calls, or change the installation), then the others, eight at
+# once, since they mostly wait on servers. Each nextest run leaves a JUnit report of every
+# result and duration, which the summary reads.
 for major in "${SUPPORTED_PG_MAJORS[@]}"; do
     pgdata=/var/tmp/snowflake-pgtest/pg$major
     install -d -o postgres -g postgres "$(dirname "$pgdata")" "$pgdata"
@@ -173,34 +145,33 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
     run_step "PostgreSQL $major: package" "$LOGS/pg$major-package.log" \
         bash scripts/build-package.sh "$major"
     package=$(tail -n 1 "$LOGS/pg$major-package.log")
-    # The demo installs the committed install script instead of generating it (no cargo-pgrx):
-    # it must be the one cargo-pgrx generates for this major.
-    [ ! -f "$package" ] || run_step "PostgreSQL $major: sql/snowflake_id--$VERSION.sql is the generated install script" \
-        "$LOGS/pg$major-install-script.log" same_install_script "sql/snowflake_id--$VERSION.sql" \
-        "target/release/snowflake_id-pg$major$("$(pg_config_of "$major")" --sharedir)/extension/snowflake_id--$VERSION.sql"
-    wait_step_beside
     if [ ! -f "$package" ]; then
         continue
     fi
+    # The demo installs the committed install script instead of generating it (no cargo-pgrx):
+    # it must be the one cargo-pgrx generates for this major.
+    run_step "PostgreSQL $major: sql/snowflake_id--$VERSION.sql is the generated install script" \
+        "$LOGS/pg$major-install-script.log" same_install_script "sql/snowflake_id--$VERSION.sql" \
+        "target/release/snowflake_id-pg$major$("$(pg_config_of "$major")" --sharedir)/extension/snowflake_id--$VERSION.sql"
     run_step "PostgreSQL $major: install $package" "$LOGS/pg$major-install.log" \
         install_package "$package"
-    export PG_CONFIG=$(pg_config_of "$major") SNOWFLAKE_ID_PACKAGE=$PWD/$package \
-        AUTO_FAILOVER_PG_CONFIG=$(pg_config_of "$(auto_failover_major_of "$major")") \
-        UPGRADE_FROM_PG_CONFIG=$(pg_config_of "$(upgrade_source_major_of "$major")") \
-        DUMP_FROM_PG_CONFIG=$(pg_config_of 15) TMPDIR=$cluster_tmp
-    rm -f target/nextest/default/junit.xml
-    run_step "PostgreSQL $major: whole-cluster tests that run alone (pgrx-tests/, cargo nextest)" \
-        "$LOGS/pg$major-alone-test.log" cargo nextest run -p snowflake_id_cluster_tests \
-        --features citus --no-fail-fast -E 'group(alone)'
-    mv target/nextest/default/junit.xml "$LOGS/pg$major-alone-junit.xml" 2>/dev/null || true
-    run_step_beside "PostgreSQL $major: whole-cluster and Citus $(citus_version_of "$major") tests (pgrx-tests/, cargo nextest)" \
-        "$LOGS/pg$major-cluster-test.log" bash -c 'cargo nextest run -p snowflake_id_cluster_tests \
-            --features citus --no-fail-fast -E "not group(alone)"; status=$?
-            mv target/nextest/default/junit.xml "$1" 2>/dev/null; exit $status' -- "$LOGS/pg$major-junit.xml"
-    unset PG_CONFIG SNOWFLAKE_ID_PACKAGE AUTO_FAILOVER_PG_CONFIG UPGRADE_FROM_PG_CONFIG \
-        DUMP_FROM_PG_CONFIG TMPDIR
+    for group in alone others; do
+        if [ "$group" = alone ]; then
+            label="whole-cluster tests that run alone" filter='group(alone)'
+        else
+            label="whole-cluster and Citus $(citus_version_of "$major") tests" filter='not group(alone)'
+        fi
+        rm -f target/nextest/default/junit.xml
+        PG_CONFIG=$(pg_config_of "$major") SNOWFLAKE_ID_PACKAGE=$PWD/$package \
+            AUTO_FAILOVER_PG_CONFIG=$(pg_config_of "$(auto_failover_major_of "$major")") \
+            UPGRADE_FROM_PG_CONFIG=$(pg_config_of "$(upgrade_source_major_of "$major")") \
+            DUMP_FROM_PG_CONFIG=$(pg_config_of 15) TMPDIR=$cluster_tmp \
+            run_step "PostgreSQL $major: $label (pgrx-tests/, cargo nextest)" \
+            "$LOGS/pg$major-$group-test.log" cargo nextest run -p snowflake_id_cluster_tests \
+            --features citus --no-fail-fast -E "$filter"
+        mv target/nextest/default/junit.xml "$LOGS/pg$major-$group-junit.xml" 2>/dev/null || true
+    done
 done
-wait_step_beside
 
 # "passed failed" of a cargo test log (its "test result:" lines) ...
 count_cargo() { grep -sE '^test result:' "$1" | awk '{p+=$4; f+=$6} END {print p+0, f+0}'; }
@@ -228,7 +199,7 @@ read -r passed failed < <(count_unittest "$LOGS/bench.log")
 report "bench unit" "$passed" "$failed"
 junit_reports=()
 for major in "${SUPPORTED_PG_MAJORS[@]}"; do
-    junit_reports+=("$major=$LOGS/pg$major-alone-junit.xml" "$major=$LOGS/pg$major-junit.xml")
+    junit_reports+=("$major=$LOGS/pg$major-alone-junit.xml" "$major=$LOGS/pg$major-others-junit.xml")
     read -r passed failed < <(count_cargo "$LOGS/pg$major-pg-test.log")
     report "PostgreSQL $major pg_test" "$passed" "$failed"
     while read -r kind passed failed; do
@@ -237,7 +208,7 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
             citus) report "PostgreSQL $major Citus tests" "$passed" "$failed" ;;
         esac
     done < <(python3 scripts/nextest_report.py counts "$LOGS/pg$major-alone-junit.xml" \
-        "$LOGS/pg$major-junit.xml")
+        "$LOGS/pg$major-others-junit.xml")
     if grep -qs ' are identical$' "$LOGS/pg$major-install-script.log"; then
         report "PostgreSQL $major install script" 1 0
     else
