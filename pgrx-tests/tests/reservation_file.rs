@@ -4,11 +4,13 @@
 //! hour ahead) and restarts, IDs resume after it, above every ID issued before, and the server
 //! extends it. The test prints what it measured (`--nocapture`).
 
+use std::time::Duration;
+
 use snowflake_id_cluster_tests::fixtures::{
     assert_strictly_increasing, assert_table_consistent, default_id_unix_ms, insert_batch,
-    real_now_us, reservation_in_file, stats, HOUR_US, IDS_TABLE,
+    real_now_us, reservation_in_file, stats, Stats, HOUR_US, IDS_TABLE,
 };
-use snowflake_id_cluster_tests::{error_parts, Cluster};
+use snowflake_id_cluster_tests::{error_parts, wait_until, Cluster};
 use snowflake_id_core::reservation;
 
 #[test]
@@ -148,16 +150,7 @@ fn a_failed_reservation_write_names_the_file_that_failed() {
     );
     assert!(hint.starts_with("No ID was issued."), "{hint}");
     // Counted for monitoring (SnowflakeReservationWriteFailed, docs/monitoring.md).
-    let failures = |client: &mut postgres::Client| -> i64 {
-        client
-            .query_one(
-                "SELECT reservation_write_failures FROM snowflake_stats()",
-                &[],
-            )
-            .unwrap()
-            .get(0)
-    };
-    let failed = failures(&mut client);
+    let failed = stats(&mut client).reservation_write_failures;
     assert!(failed >= 1, "{failed} failures counted");
     std::fs::remove_dir(&blocker).unwrap();
     let id: i64 = client
@@ -165,9 +158,32 @@ fn a_failed_reservation_write_names_the_file_that_failed() {
         .unwrap()
         .get(0);
     assert!(id > 0);
+    // The reservation worker may have failed again before the directory went (it retries
+    // every sixteenth of the window); once it has written, every failure is counted. From
+    // then on, through further writes of the sessions and the worker, none is.
+    let wrote = |client: &mut postgres::Client, done: &dyn Fn(&Stats) -> bool| {
+        wait_until(Duration::from_secs(10), || {
+            client
+                .batch_execute("SELECT snowflake_nextval() FROM generate_series(1, 100)")
+                .unwrap();
+            done(&stats(client))
+        })
+    };
+    let before = stats(&mut client);
+    assert!(
+        wrote(&mut client, &|now| now.reservation_worker_writes
+            > before.reservation_worker_writes),
+        "the reservation worker did not write after the directory went: {before:?}"
+    );
+    let after = stats(&mut client);
+    assert!(
+        wrote(&mut client, &|now| now.reservation_writes
+            >= after.reservation_writes + 2),
+        "no reservation writes after the worker's: {after:?}"
+    );
     assert_eq!(
-        failures(&mut client),
-        failed,
+        stats(&mut client).reservation_write_failures,
+        after.reservation_write_failures,
         "a write that worked is no failure"
     );
 }
