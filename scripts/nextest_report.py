@@ -1,5 +1,6 @@
 """What the test command's summary says of the whole-cluster tests, read from the JUnit reports
-cargo-nextest writes (.config/nextest.toml): one report per major, given as MAJOR=PATH.
+cargo-nextest writes (.config/nextest.toml): two per major (the alone group's run and the
+others'), each given as MAJOR=PATH.
 
   counts PATH…                "cluster PASSED FAILED" and "citus PASSED FAILED" of these reports
   failed MAJOR=PATH…          the failed tests, one per line
