@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use pgrx::prelude::*;
 
 use snowflake_id_core::generator::Generator;
-use snowflake_id_core::layout::{Field, Layout, Parts, TickWindow};
+use snowflake_id_core::layout::{Field, IdTemplate, Layout, TickWindow};
 use snowflake_id_core::tick_claims::{OwnedStep, OwnedTicks};
 use snowflake_id_core::worker_ids::{self, WorkerId, MAX_SPACES, TIME_UNITS};
 
@@ -23,7 +23,7 @@ use crate::catalog::CatalogTable;
 use crate::database_floor::{self, DatabaseFloor};
 use crate::errors;
 use crate::gucs;
-use crate::sequence_cache::SequenceCache;
+use crate::sequence_cache::{Entry, SequenceCache};
 use crate::shared_memory::{self, SharedState};
 use crate::system_clock;
 
@@ -33,7 +33,8 @@ const MAX_SLEEP_US: i64 = 10_000;
 /// What a backend needs to issue IDs of one sequence.
 struct Issuer {
     generator: Generator,
-    node: u64,
+    /// Its IDs with this cluster's node and the worker id filled in.
+    template: IdTemplate,
     /// Which of the backend's worker ids it uses (an index into `Backend::worker_ids`).
     attachment: usize,
     /// The layout's time unit, as ticks are owned per unit.
@@ -60,8 +61,8 @@ struct Attachment {
     space: usize,
     /// The worker id: its index in the space and the worker field of the IDs.
     worker: usize,
-    /// Where it is in the table of all worker ids (`SharedState::worker_ids`).
-    table_index: usize,
+    /// The worker id in shared memory (which stays mapped while the process runs).
+    id: &'static WorkerId,
     /// Per time unit, the ticks this backend owns on the id.
     owned: [OwnedTicks; TIME_UNITS],
 }
@@ -130,8 +131,9 @@ pub fn layout_of(name: &str) -> Layout {
     with_backend(|backend| backend.sequences.entry(name).layout)
 }
 
-/// Issues the next ID of sequence `name` for this backend, with `gene` in the gene field.
-pub fn next_id(name: &str, gene: Option<i64>) -> i64 {
+/// Issues the next ID of sequence `name` (its bytes as the caller passed them) for this
+/// backend, with `gene` in the gene field.
+pub fn next_id(name: &[u8], gene: Option<i64>) -> i64 {
     let shared = shared_memory::state();
     with_backend(|backend| {
         let Backend {
@@ -143,38 +145,42 @@ pub fn next_id(name: &str, gene: Option<i64>) -> i64 {
         // Looked up once: the gene check needs the layout before a worker id is taken.
         let (catalog, entry) = sequences.entry_and_catalog(name);
         floor.follow(catalog);
-        let layout = entry.layout;
+        let Entry { layout, state, .. } = entry;
         let gene = match gene {
             None => 0,
-            Some(_) if layout.gene_bits == 0 => errors::no_gene_bits(name).raise(),
+            Some(_) if layout.gene_bits == 0 => errors::no_gene_bits(&lossy(name)).raise(),
             // The key's low bits, two's complement for negative keys.
             Some(key) => key as u64 & layout.max_value(Field::Gene),
         };
-        let issuer = match &mut entry.state {
+        let issuer = match state {
             Some(issuer) => issuer,
             state => {
-                let attachment = attachment_for(worker_ids, shared, &layout);
+                let attachment = attachment_for(worker_ids, shared, layout);
                 state.insert(new_issuer(
-                    name, &layout, attachment, worker_ids, shared, floor,
+                    name,
+                    layout,
+                    attachment,
+                    &worker_ids[attachment],
+                    shared,
+                    floor,
                 ))
             }
         };
-        let Attachment {
-            worker,
-            table_index,
-            owned,
-            ..
-        } = &mut worker_ids[issuer.attachment];
+        let attachment = &mut worker_ids[issuer.attachment];
         let on = OnWorkerId {
-            id: &shared.worker_ids()[*table_index],
-            worker: *worker as u64,
-            owned: &mut owned[issuer.unit],
+            id: attachment.id,
+            owned: &mut attachment.owned[issuer.unit],
         };
-        let id = issue(shared, on, name, &layout, issuer, floor, gene);
+        let id = issue(shared, on, name, layout, issuer, floor, gene);
         issuer.last_id = Some(id);
         *last_id = Some(id);
         id
     })
+}
+
+/// A sequence name for a message: the caller's bytes, invalid UTF-8 replaced.
+fn lossy(name: &[u8]) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(name)
 }
 
 /// `snowflake_raise_floor`: no ID issued from now on, by any session of this server or by a
@@ -236,7 +242,7 @@ static DETACH_REGISTERED: AtomicBool = AtomicBool::new(false);
 /// took in that width's space, or one it takes now.
 fn attachment_for(
     worker_ids: &mut Vec<Attachment>,
-    shared: &SharedState,
+    shared: &'static SharedState,
     layout: &Layout,
 ) -> usize {
     let space = shared.spaces.space_of(layout.worker_bits);
@@ -250,7 +256,7 @@ fn attachment_for(
     worker_ids.push(Attachment {
         space,
         worker: table_index - shared.spaces.range(space).start,
-        table_index,
+        id: &shared.worker_ids()[table_index],
         owned: [OwnedTicks::NONE; TIME_UNITS],
     });
     worker_ids.len() - 1
@@ -306,19 +312,19 @@ fn process_is_alive(pid: i32) -> bool {
 }
 
 fn new_issuer(
-    name: &str,
+    name: &[u8],
     layout: &Layout,
     attachment: usize,
-    worker_ids: &[Attachment],
+    on: &Attachment,
     shared: &SharedState,
     floor: &mut DatabaseFloor,
 ) -> Issuer {
     let node_id = gucs::NODE_ID.get();
     let node = match (node_id, layout.node_bits) {
         (gucs::NODE_ID_UNSET, 0) => 0,
-        (gucs::NODE_ID_UNSET, _) => errors::node_id_unset(name, layout).raise(),
+        (gucs::NODE_ID_UNSET, _) => errors::node_id_unset(&lossy(name), layout).raise(),
         (id, _) if layout.fits(Field::Node, id as u64) => id as u64,
-        (id, _) => errors::node_id_does_not_fit(name, layout, id).raise(),
+        (id, _) => errors::node_id_does_not_fit(&lossy(name), layout, id).raise(),
     };
     // A floor this database brought from a cluster this one does not share WAL with
     // (pg_upgrade, a restored dump, a lost reservation file) raises the cluster clock first.
@@ -326,11 +332,11 @@ fn new_issuer(
     // Ticks before the worker id's floor for this unit are owned by other sessions (or were by
     // earlier ones): start after it rather than find each of them taken.
     let unit = layout.time_unit_index();
-    let worker_floor = shared.worker_ids()[worker_ids[attachment].table_index].floor(unit);
+    let worker_floor = on.id.floor(unit);
     let start_after = layout.first_tick_at_or_after(worker_floor).checked_sub(1);
     Issuer {
         generator: Generator::new(layout.sequence_bits, start_after),
-        node,
+        template: layout.template(node, on.worker as u64),
         attachment,
         unit,
         published_tick: None,
@@ -345,20 +351,19 @@ fn new_issuer(
 /// The worker id an ID is issued on, and the ticks this backend owns there in its unit.
 struct OnWorkerId<'a> {
     id: &'a WorkerId,
-    worker: u64,
     owned: &'a mut OwnedTicks,
 }
 
 fn issue(
     shared: &SharedState,
     on: OnWorkerId,
-    name: &str,
+    name: &[u8],
     layout: &Layout,
     issuer: &mut Issuer,
     floor: &mut DatabaseFloor,
     gene: u64,
 ) -> i64 {
-    let max_lead_ms = gucs::MAX_LEAD_MS.get();
+    let max_lead_ms = gucs::max_lead_ms();
     let lead_ticks = match issuer.lead {
         Some((setting_ms, ticks)) if setting_ms == max_lead_ms => ticks,
         _ => {
@@ -375,7 +380,7 @@ fn issue(
         }
         let tick = layout
             .tick_at(now)
-            .unwrap_or_else(|| errors::clock_before_epoch(name, layout, now).raise());
+            .unwrap_or_else(|| errors::clock_before_epoch(&lossy(name), layout, now).raise());
         issuer.window = TickWindow::of(layout, tick);
         tick
     };
@@ -437,14 +442,7 @@ fn issue(
                     }
                 }
                 on.id.count_issued(1);
-                let parts = Parts {
-                    tick,
-                    node: issuer.node,
-                    worker: on.worker,
-                    sequence,
-                    gene,
-                };
-                return layout.compose(parts);
+                return issuer.template.compose(tick, sequence, gene);
             }
             OwnedStep::WaitUntil { tick } => {
                 shared
@@ -456,7 +454,7 @@ fn issue(
                 unsafe { pg_sys::pg_usleep(wait_us) };
                 pg_sys::check_for_interrupts!();
             }
-            OwnedStep::TimeExhausted => errors::time_exhausted(name, layout).raise(),
+            OwnedStep::TimeExhausted => errors::time_exhausted(&lossy(name), layout).raise(),
         }
     }
 }

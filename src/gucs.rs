@@ -22,6 +22,15 @@ pub static MAX_CLOCK_JUMP_MS: GucSetting<i32> = GucSetting::<i32>::new(1_000);
 pub static CLOCK_JUMP_CONFIRM_MS: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 pub static FAILOVER_LAG_MS: GucSetting<i32> = GucSetting::<i32>::new(500);
 
+/// `snowflake_id.max_lead` as each ID reads it: one load, without the check of the calling
+/// thread in `GucSetting::get` (a tenth of an ID's instructions).
+pub fn max_lead_ms() -> i32 {
+    // SAFETY: the setting's storage is a static PostgreSQL writes only when it assigns the
+    // parameter, on the backend's one thread; this runs on that thread too (the extension starts
+    // none, see backend.rs `BackendCell`), so no write runs during the read.
+    unsafe { *MAX_LEAD_MS.as_ptr() }
+}
+
 /// Registers the parameters; only called while `shared_preload_libraries` is being processed,
 /// because postmaster-level parameters cannot be defined later.
 pub fn register() {

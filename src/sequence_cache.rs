@@ -60,11 +60,21 @@ impl<S> SequenceCache<S> {
         &mut self.entries[position]
     }
 
-    /// [`Self::entry`] and the catalog table it was read from, from one look-up.
-    pub fn entry_and_catalog(&mut self, name: &str) -> (&CatalogTable, &mut Entry<S>) {
-        let position = self.position_of(name);
+    /// [`Self::entry`] and the catalog table it was read from, from one look-up. `name` is the
+    /// name's bytes as the caller passed them: the entry of a verified name is found without
+    /// decoding them (each ID looks its sequence up here).
+    #[inline]
+    pub fn entry_and_catalog(&mut self, name: &[u8]) -> (&CatalogTable, &mut Entry<S>) {
+        let verified = match self.catalog {
+            Some(_) if !CHANGED.load(Ordering::Relaxed) => self
+                .entries
+                .iter()
+                .position(|entry| entry.verified && entry.name.as_bytes() == name),
+            _ => None,
+        };
+        let position = verified.unwrap_or_else(|| self.position_of(&String::from_utf8_lossy(name)));
         let SequenceCache { catalog, entries } = self;
-        // position_of located the catalog table already.
+        // Located by now (by position_of, or before the entry was verified).
         (
             catalog.get_or_insert_with(locate_and_watch),
             &mut entries[position],
@@ -117,6 +127,8 @@ impl<S> SequenceCache<S> {
 }
 
 /// Finds the catalog table and starts watching it for committed changes.
+#[cold]
+#[inline(never)]
 fn locate_and_watch() -> CatalogTable {
     let catalog = catalog::locate();
     watch(&catalog);

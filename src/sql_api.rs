@@ -39,7 +39,7 @@ pub unsafe extern "C-unwind" fn snowflake_nextval_wrapper(
     let argument = unsafe { (*fcinfo).args.as_slice(1)[0].value };
     // SAFETY: a `text` datum, as declared.
     let name = unsafe { text_argument(argument) };
-    pg_sys::Datum::from(backend::next_id(&name, None))
+    pg_sys::Datum::from(backend::next_id(name, None))
 }
 
 /// Version-1 calling convention of `snowflake_nextval_wrapper`, which PostgreSQL looks up.
@@ -49,13 +49,13 @@ pub extern "C" fn pg_finfo_snowflake_nextval_wrapper() -> &'static pg_sys::Pg_fi
     &VERSION_1
 }
 
-/// The characters of a `text` datum, read in place when stored plain (a name in a query
-/// always is), detoasted otherwise. Bytes that are not UTF-8 name no sequence; they are kept
-/// (lossily) so the "does not exist" error still shows the name.
+/// The bytes of a `text` datum, read in place when stored plain (a name in a query always is),
+/// detoasted otherwise. They are not checked as UTF-8 here: the sequence cache compares bytes,
+/// and decodes them only to look a name up or to show it in a message.
 ///
 /// # Safety
 /// `datum` is a non-null `text` datum valid for the current call.
-unsafe fn text_argument<'a>(datum: pg_sys::Datum) -> std::borrow::Cow<'a, str> {
+unsafe fn text_argument<'a>(datum: pg_sys::Datum) -> &'a [u8] {
     let mut text = datum.cast_mut_ptr::<pg_sys::varlena>();
     // SAFETY: `text` points at a varlena header; compressed or external values are expanded by
     // PostgreSQL into the current memory context, which outlives this call.
@@ -65,22 +65,14 @@ unsafe fn text_argument<'a>(datum: pg_sys::Datum) -> std::borrow::Cow<'a, str> {
         {
             text = pg_sys::pg_detoast_datum_packed(text);
         }
-        let bytes = pgrx::varlena::varlena_to_byte_slice(text);
-        if bytes.is_ascii() {
-            // ASCII is UTF-8 (and checking it is cheaper than `from_utf8` on short names).
-            return std::borrow::Cow::Borrowed(std::str::from_utf8_unchecked(bytes));
-        }
-        match std::str::from_utf8(bytes) {
-            Ok(name) => std::borrow::Cow::Borrowed(name),
-            Err(_) => String::from_utf8_lossy(bytes),
-        }
+        pgrx::varlena::varlena_to_byte_slice(text)
     }
 }
 
 /// Next ID with the low `gene_bits` bits of `gene` (a shard or routing key) in the gene field.
 #[pg_extern(name = "snowflake_nextval", volatile, parallel_unsafe)]
 fn snowflake_nextval_with_gene(seq: &str, gene: i64) -> i64 {
-    backend::next_id(seq, Some(gene))
+    backend::next_id(seq.as_bytes(), Some(gene))
 }
 
 /// The last ID this session made of a snowflake sequence, like `currval()`.

@@ -274,6 +274,21 @@ impl Layout {
         id as i64
     }
 
+    /// The fields one issuer's IDs share (node and worker) composed once, so that each ID is
+    /// two shifts and three ors ([`IdTemplate::compose`]). Precondition as for `compose`.
+    pub fn template(&self, node: u64, worker: u64) -> IdTemplate {
+        let shared = Parts {
+            node,
+            worker,
+            ..Parts::default()
+        };
+        IdTemplate {
+            fixed: self.compose(shared) as u64,
+            time_shift: self.shift(Field::Time),
+            sequence_shift: self.shift(Field::Sequence),
+        }
+    }
+
     pub fn decompose(&self, id: i64) -> Result<Parts, DecodeError> {
         if id < 0 {
             return Err(DecodeError::Negative { id });
@@ -436,6 +451,26 @@ pub fn preset(name: &str) -> Option<Layout> {
         .iter()
         .find(|(preset, _)| *preset == name)
         .map(|(_, layout)| *layout)
+}
+
+/// An ID of one layout with its node and worker fields set (`Layout::template`); the gene field
+/// is the lowest, so it needs no shift.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IdTemplate {
+    fixed: u64,
+    time_shift: u32,
+    sequence_shift: u32,
+}
+
+impl IdTemplate {
+    /// `Layout::compose` of these parts and the template's node and worker (same precondition:
+    /// every part fits).
+    #[inline]
+    pub fn compose(&self, tick: u64, sequence: u64, gene: u64) -> i64 {
+        let time = tick.checked_shl(self.time_shift).unwrap_or(0);
+        let sequence = sequence.checked_shl(self.sequence_shift).unwrap_or(0);
+        (self.fixed | time | sequence | gene) as i64
+    }
 }
 
 /// A tick and the Unix µs where it starts and ends, so the tick of a time inside it is known

@@ -341,6 +341,12 @@ proptest! {
     }
 
     #[test]
+    fn a_template_composes_what_the_layout_composes((l, p, _) in layout_and_parts()) {
+        let template = l.template(p.node, p.worker);
+        prop_assert_eq!(template.compose(p.tick, p.sequence, p.gene), l.compose(p));
+    }
+
+    #[test]
     fn tick_window_agrees_with_tick_at(
         (l, p, _) in layout_and_parts(),
         offset in -3_000_000i64..3_000_000,
