@@ -6,6 +6,7 @@ use std::num::NonZeroUsize;
 
 use pgrx::prelude::*;
 use pgrx::spi::SpiHeapTupleData;
+use pgrx::PgTupleDesc;
 use snowflake_id_core::layout::Layout;
 
 use crate::errors;
@@ -35,11 +36,11 @@ pub fn locate() -> CatalogTable {
 
 /// The catalog table of this database's extension, or None when it is not installed here.
 ///
-/// Index lookups, not SQL: a new connection's first ID plans no query (docs/design.md §5.3), and
+/// Catalog scans, not SQL: a new connection's first ID plans no query (docs/design.md §5.3), and
 /// no code of any role (an operator, a row-level security policy) runs inside the lookup.
 pub fn find() -> Option<CatalogTable> {
-    // SAFETY: catalog index scans and syscache lookups inside a transaction, as PostgreSQL's
-    // own get_extension_oid does; every pointer comes from PostgreSQL and is used before the
+    // SAFETY: catalog scans and syscache lookups inside a transaction, as PostgreSQL's own
+    // get_extension_oid does; every pointer comes from PostgreSQL and is used before the
     // scan or relation is closed.
     unsafe {
         let extensions = pg_sys::table_open(pg_sys::ExtensionRelationId, ACCESS_SHARE);
@@ -51,10 +52,12 @@ pub fn find() -> Option<CatalogTable> {
             pg_sys::Oid::from(pg_sys::F_NAMEEQ),
             pg_sys::Datum::from(c"snowflake_id".as_ptr()),
         );
+        // Read whole rather than through its index: the table has a row per extension (a page
+        // or two), and a new connection's first ID then opens no index of it.
         let scan = pg_sys::systable_beginscan(
             extensions,
             pg_sys::Oid::from(pg_sys::ExtensionNameIndexId),
-            true,
+            false,
             std::ptr::null_mut(),
             1,
             &mut key,
@@ -131,37 +134,45 @@ pub struct RowVersion {
 }
 
 /// The layout of sequence `name` and its row's version, or None when no such sequence exists:
-/// one probe of the catalog table's primary key, without SQL (see `find`).
+/// without SQL (see `find`), one probe of the catalog table's primary key, or a read of the
+/// table when it has one page (a new connection's first ID then opens no index).
 pub fn load_layout(catalog: &CatalogTable, name: &str) -> Option<(Layout, RowVersion)> {
-    // SAFETY: an index scan of the catalog table inside a transaction, as PostgreSQL scans its
-    // own catalogs (systable_beginscan); the key is a text datum made here, the tuple is read
+    // SAFETY: a scan of the catalog table inside a transaction, as PostgreSQL scans its own
+    // catalogs (systable_beginscan); the key is a text datum made here, the tuple is read
     // before the scan ends, and the relation stays open (and locked) meanwhile.
     let layout = unsafe {
         let table = pg_sys::table_open(catalog.oid, ACCESS_SHARE);
-        // RelationGetIndexList fills rd_pkindex, the index of the name's primary key.
-        pg_sys::list_free(pg_sys::RelationGetIndexList(table));
-        let primary_key = (*table).rd_pkindex;
         let descriptor = (*table).rd_att;
-        let column = |column: &std::ffi::CStr| pg_sys::get_attnum(catalog.oid, column.as_ptr());
-        let name_column = column(c"name");
-        // The column's collation, which ordered the index.
-        let (mut type_oid, mut type_modifier, mut collation) =
-            (pg_sys::InvalidOid, 0, pg_sys::InvalidOid);
-        pg_sys::get_atttypetypmodcoll(
-            catalog.oid,
-            name_column,
-            &mut type_oid,
-            &mut type_modifier,
-            &mut collation,
-        );
+        // The columns by name, from the table's descriptor: a syscache probe per column would
+        // cost a new connection's first ID more than the rest of the look-up.
+        let columns = PgTupleDesc::from_pg_unchecked(descriptor);
+        let column = |wanted: &str| {
+            columns
+                .iter()
+                .find(|column| !column.is_dropped() && column.name() == wanted)
+        };
+        let name_column = column("name").unwrap_or_else(|| {
+            errors::internal("the snowflake sequence catalog has no column \"name\"".to_owned())
+                .raise()
+        });
+        let one_page =
+            pg_sys::RelationGetNumberOfBlocksInFork(table, pg_sys::ForkNumber::MAIN_FORKNUM) <= 1;
+        let primary_key = if one_page {
+            pg_sys::InvalidOid
+        } else {
+            // RelationGetIndexList fills rd_pkindex, the index of the name's primary key.
+            pg_sys::list_free(pg_sys::RelationGetIndexList(table));
+            (*table).rd_pkindex
+        };
         let mut key = pg_sys::ScanKeyData::default();
         pg_sys::ScanKeyEntryInitialize(
             &mut key,
             0,
-            name_column,
+            name_column.num(),
             pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
             pg_sys::InvalidOid,
-            collation,
+            // The column's collation, which ordered the index.
+            name_column.attcollation,
             pg_sys::Oid::from(pg_sys::F_TEXTEQ),
             pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(
                 name.as_ptr().cast(),
@@ -184,8 +195,9 @@ pub fn load_layout(catalog: &CatalogTable, name: &str) -> Option<(Layout, RowVer
                 block: (u32::from(place.ip_blkid.bi_hi) << 16) | u32::from(place.ip_blkid.bi_lo),
                 offset: place.ip_posid,
             };
-            let value = |attribute: &std::ffi::CStr| {
-                NonZeroUsize::new(column(attribute).max(0) as usize)
+            let value = |attribute: &str| {
+                column(attribute)
+                    .and_then(|column| NonZeroUsize::new(column.num().max(0) as usize))
                     .and_then(|number| pgrx::heap_getattr_raw(row, number, descriptor))
             };
             let width = |attribute| {
@@ -194,15 +206,15 @@ pub fn load_layout(catalog: &CatalogTable, name: &str) -> Option<(Layout, RowVer
                 })
             };
             let layout = Layout {
-                time_bits: width(c"time_bits"),
-                node_bits: width(c"node_bits"),
-                worker_bits: width(c"worker_bits"),
-                sequence_bits: width(c"sequence_bits"),
-                gene_bits: width(c"gene_bits"),
-                time_unit_us: value(c"time_unit_us")
+                time_bits: width("time_bits"),
+                node_bits: width("node_bits"),
+                worker_bits: width("worker_bits"),
+                sequence_bits: width("sequence_bits"),
+                gene_bits: width("gene_bits"),
+                time_unit_us: value("time_unit_us")
                     .and_then(|datum| i64::from_datum(datum, false))
                     .unwrap_or(0),
-                epoch_unix_us: value(c"epoch")
+                epoch_unix_us: value("epoch")
                     .and_then(|datum| TimestampWithTimeZone::from_datum(datum, false))
                     .map_or(i64::MIN, timestamps::unix_us),
             };
