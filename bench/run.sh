@@ -22,6 +22,13 @@
 # SELECT snowflake_nextval() against SELECT 1, with 0, 500 and 5,000 keyed tables; knobs
 # BENCH_CONNECT_SECONDS, 5, and BENCH_CONNECT_REPS, 3) and writes connections.{md,json}.
 #
+#     bash bench/run.sh databases
+#
+# runs only single-row INSERTs with 1, 10 and 40 databases, one session each inserting 25 rows a
+# second through snowflake_nextval() and bigserial (bench/databases.py: p99, p99.9, max, WAL
+# flushes per second; knobs BENCH_DATABASES_SECONDS, 15, and BENCH_DATABASES_REPS, 2) and
+# writes databases.{md,json}.
+#
 #     bash bench/run.sh sharing
 #
 # runs only the cost per ID of sessions sharing a worker id against sessions alone on theirs, at
@@ -71,6 +78,10 @@ for major in $BENCH_MAJORS; do
     if [ "${1:-}" = connections ]; then
         step "PostgreSQL $major: a new connection's first ID (bench/connections.py)"
         "$VENV/bin/python" bench/connections.py --bindir "$BIN" --dir "$BENCH_DIR" \
+            --results "bench/results/pg$major"
+    elif [ "${1:-}" = databases ]; then
+        step "PostgreSQL $major: many databases (bench/databases.py)"
+        "$VENV/bin/python" bench/databases.py --bindir "$BIN" --dir "$BENCH_DIR" \
             --results "bench/results/pg$major"
     elif [ "${1:-}" = sharing ]; then
         step "PostgreSQL $major: shared worker ids (bench/sharing.py)"
