@@ -108,6 +108,47 @@ fn eight_sessions_insert_through_the_column_default() {
     );
 }
 
+/// Every ID a session issues is counted once in `snowflake_stats().ids_issued`: in its own
+/// reading inside its transaction, in another session's after its commits, and after it exited
+/// in the middle of a transaction.
+#[test]
+fn every_id_a_session_issues_is_counted_once() {
+    let cluster = Cluster::builder().start();
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute("CREATE EXTENSION snowflake_id")
+        .unwrap();
+    let issued = |client: &mut Client| count(client, "SELECT ids_issued FROM snowflake_stats()");
+    let mut session = cluster.connect();
+    session
+        .batch_execute("BEGIN; SELECT count(snowflake_nextval()) FROM generate_series(1, 5000);")
+        .unwrap();
+    assert_eq!(issued(&mut session), 5_000, "the session's own reading");
+    session.batch_execute("COMMIT").unwrap();
+    for _ in 0..3 {
+        session.batch_execute("SELECT snowflake_nextval()").unwrap();
+    }
+    assert_eq!(
+        issued(&mut admin),
+        5_003,
+        "another session's reading after the commits"
+    );
+    session
+        .batch_execute("BEGIN; SELECT snowflake_nextval(), snowflake_nextval();")
+        .unwrap();
+    drop(session);
+    assert!(
+        wait_until(Duration::from_secs(10), || worker_ids_in_use(&mut admin)
+            == 0),
+        "the session's worker id is still held after it disconnected"
+    );
+    assert_eq!(
+        issued(&mut admin),
+        5_005,
+        "after the session exited mid-transaction"
+    );
+}
+
 #[test]
 fn without_preload_every_function_names_the_fix() {
     let cluster = Cluster::builder().without_preload().start();
