@@ -69,7 +69,7 @@ impl<S> SequenceCache<S> {
             Some(_) if !CHANGED.load(Ordering::Relaxed) => self
                 .entries
                 .iter()
-                .position(|entry| entry.verified && entry.name.as_bytes() == name),
+                .position(|entry| entry.verified && same_bytes(entry.name.as_bytes(), name)),
             _ => None,
         };
         let position = verified.unwrap_or_else(|| self.position_of(&String::from_utf8_lossy(name)));
@@ -124,6 +124,13 @@ impl<S> SequenceCache<S> {
             }
         }
     }
+}
+
+/// Whether two names are the same bytes, compared in line: a sequence name is short, and a call
+/// of the C library's `bcmp` cost a twentieth of an ID.
+#[inline]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// Finds the catalog table and starts watching it for committed changes.
