@@ -235,8 +235,8 @@ def bounds_section(results):
         reads_text = f" ({reads:.2f} clock_gettime calls per ID, callgrind)" if reads else ""
         text += (f" The CPU that snowflake_nextval() adds over random() is {added:.0f} ns/ID "
                  f"(perf, 'wide' sequence, never throttled): {vdso:.0f} ns in vDSO clock "
-                 f"reads{reads_text}, {lib:.0f} ns in snowflake_id.so, the rest in libc and "
-                 "the dynamic loader (memcmp, TLS look-ups, sigsetjmp).")
+                 f"reads{reads_text}, {lib:.0f} ns in snowflake_id.so, the rest in PostgreSQL "
+                 "and the C library (the call, the error guard's sigsetjmp).")
     out.append(text + "\n")
     return out
 
