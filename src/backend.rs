@@ -348,6 +348,85 @@ fn new_issuer(
     }
 }
 
+impl Issuer {
+    /// `snowflake_id.max_lead` in ticks of `layout`, computed again only when the setting changed.
+    fn lead_ticks(&mut self, layout: &Layout) -> u64 {
+        let max_lead_ms = gucs::max_lead_ms();
+        match self.lead {
+            Some((setting_ms, ticks)) if setting_ms == max_lead_ms => ticks,
+            _ => {
+                let ticks = (i64::from(max_lead_ms) * 1_000 / layout.time_unit_us) as u64;
+                self.lead = Some((max_lead_ms, ticks));
+                ticks
+            }
+        }
+    }
+
+    /// The cluster clock (µs) and its tick: the monotonic clock, and the wall clock too at the
+    /// first reading in each tick, so forward steps are followed.
+    fn clock_tick(&mut self, shared: &SharedState, name: &[u8], layout: &Layout) -> (i64, u64) {
+        let now = shared.read_clock_monotonic();
+        let tick = self.tick_at(now, name, layout);
+        if self.wall_checked_tick >= Some(tick) {
+            return (now, tick);
+        }
+        let now = shared.read_clock().now_unix_us;
+        let tick = self.tick_at(now, name, layout);
+        self.wall_checked_tick = Some(tick);
+        (now, tick)
+    }
+
+    /// The tick of `now`: from the cached window while `now` is in it, else computed (and a
+    /// clock before the epoch has no tick: refuse rather than wait for years).
+    fn tick_at(&mut self, now: i64, name: &[u8], layout: &Layout) -> u64 {
+        if let Some(tick) = self.window.tick_of(now) {
+            return tick;
+        }
+        let tick = layout
+            .tick_at(now)
+            .unwrap_or_else(|| errors::clock_before_epoch(&lossy(name), layout, now).raise());
+        self.window = TickWindow::of(layout, tick);
+        tick
+    }
+}
+
+/// The work of a tick this backend owns now, before its first ID leaves: the tick's end reserved
+/// durably, in the cluster and in this database, and the borrowed ticks counted. Returns false,
+/// with the generator moved past it, when the durable floor covers the tick. Apart from the
+/// per-ID path, which it would only make longer.
+#[inline(never)]
+fn publish_tick(
+    shared: &SharedState,
+    layout: &Layout,
+    issuer: &mut Issuer,
+    floor: &mut DatabaseFloor,
+    tick: u64,
+) -> bool {
+    let end = layout.tick_start_unix_us(tick + 1);
+    shared.ensure_reserved(end);
+    // A floor learned from elsewhere (a restore into this database, learned here or by another
+    // session a moment ago) may cover this tick: never issue in a tick that ends at or below
+    // the durable floor.
+    let covered = floor.cover(end, shared);
+    let durable = shared.durable_floor();
+    if !covered || end <= durable {
+        issuer
+            .generator
+            .skip_to(layout.first_tick_at_or_after(durable));
+        return false;
+    }
+    issuer.published_tick = Some(tick);
+    let borrows = issuer.generator.borrowed_ticks();
+    if borrows > issuer.counted_borrows {
+        shared
+            .counters
+            .borrowed_ticks
+            .fetch_add(borrows - issuer.counted_borrows, Ordering::Relaxed);
+        issuer.counted_borrows = borrows;
+    }
+    true
+}
+
 /// The worker id an ID is issued on, and the ticks this backend owns there in its unit.
 struct OnWorkerId<'a> {
     id: &'a WorkerId,
@@ -363,35 +442,9 @@ fn issue(
     floor: &mut DatabaseFloor,
     gene: u64,
 ) -> i64 {
-    let max_lead_ms = gucs::max_lead_ms();
-    let lead_ticks = match issuer.lead {
-        Some((setting_ms, ticks)) if setting_ms == max_lead_ms => ticks,
-        _ => {
-            let ticks = (i64::from(max_lead_ms) * 1_000 / layout.time_unit_us) as u64;
-            issuer.lead = Some((max_lead_ms, ticks));
-            ticks
-        }
-    };
-    // The tick of `now`: from the cached window while `now` is in it, else computed (and a
-    // clock before the epoch has no tick: refuse rather than wait for years).
-    let tick_at = |issuer: &mut Issuer, now: i64| {
-        if let Some(tick) = issuer.window.tick_of(now) {
-            return tick;
-        }
-        let tick = layout
-            .tick_at(now)
-            .unwrap_or_else(|| errors::clock_before_epoch(&lossy(name), layout, now).raise());
-        issuer.window = TickWindow::of(layout, tick);
-        tick
-    };
+    let lead_ticks = issuer.lead_ticks(layout);
     loop {
-        let mut now = shared.read_clock_monotonic();
-        let mut now_tick = tick_at(issuer, now);
-        if issuer.wall_checked_tick < Some(now_tick) {
-            now = shared.read_clock().now_unix_us;
-            now_tick = tick_at(issuer, now);
-            issuer.wall_checked_tick = Some(now_tick);
-        }
+        let (now, now_tick) = issuer.clock_tick(shared, name, layout);
         let mut conflicts = 0;
         let step = on.id.next_owned(
             &mut issuer.generator,
@@ -414,32 +467,8 @@ fn issue(
                 sequence,
                 new_tick,
             } => {
-                if new_tick {
-                    // The backend owns the tick now. Before its first ID leaves: reserve its end
-                    // durably, in the cluster and in this database.
-                    let end = layout.tick_start_unix_us(tick + 1);
-                    shared.ensure_reserved(end);
-                    // A floor learned from elsewhere (a restore into this database, learned
-                    // here or by another session a moment ago) may cover this tick: never
-                    // issue in a tick that ends at or below the durable floor.
-                    let covered = floor.cover(end, shared);
-                    let durable = shared.durable_floor();
-                    if !covered || end <= durable {
-                        issuer
-                            .generator
-                            .skip_to(layout.first_tick_at_or_after(durable));
-                        continue;
-                    }
-                    issuer.published_tick = Some(tick);
-                    let borrows = issuer.generator.borrowed_ticks();
-                    if borrows > issuer.counted_borrows {
-                        let new = borrows - issuer.counted_borrows;
-                        shared
-                            .counters
-                            .borrowed_ticks
-                            .fetch_add(new, Ordering::Relaxed);
-                        issuer.counted_borrows = borrows;
-                    }
+                if new_tick && !publish_tick(shared, layout, issuer, floor, tick) {
+                    continue;
                 }
                 on.id.count_issued(1);
                 return issuer.template.compose(tick, sequence, gene);
