@@ -1,11 +1,12 @@
-//! How a new cluster is made ([`ClusterBuilder`]): fresh (initdb), as a streaming standby of a
-//! running cluster, or as a point-in-time restore of a base backup; with its settings, its
-//! server environment (libfaketime) and where its directory lives.
+//! How a new cluster is made ([`ClusterBuilder`]): fresh (initdb, or a copy of its template), as a
+//! streaming standby of a running cluster, or as a point-in-time restore of a base backup; with
+//! its settings, its server environment (libfaketime) and where its directory lives.
 
 use std::path::{Path, PathBuf};
 
 use crate::faults::faketime_environment;
 use crate::host::{chown_to_server_user, copy_dir, free_port, new_cluster_dir, new_cluster_dir_in};
+use crate::initdb_template;
 use crate::installation::{pg_config_dir, postgres_bin_dir};
 use crate::Cluster;
 
@@ -177,17 +178,14 @@ impl ClusterBuilder {
         let mut config = Vec::new();
         match &self.origin {
             Origin::Initdb => {
-                cluster.server_command("initdb", |command| {
-                    command.arg("--pgdata").arg(&cluster.data).args([
-                        "--auth=trust",
-                        "--username=postgres",
-                        "--encoding=UTF8",
-                        // Every major alike (PostgreSQL 18's initdb turns checksums on by
-                        // default), so pg_upgrade from 15 to 18 finds them equal.
-                        "--data-checksums",
-                        "--no-sync",
-                    ]);
-                });
+                // initdb runs under the server's environment (libfaketime, a preloaded
+                // library): a cluster that has one gets an initdb of its own, the others a copy
+                // of the installation's template.
+                if cluster.environment.is_empty() {
+                    initdb_template::fresh_data_directory(&cluster);
+                } else {
+                    initdb_template::initdb(&cluster, &cluster.data);
+                }
                 config.extend([
                     "listen_addresses = ''".to_owned(),
                     "fsync = off".to_owned(),

@@ -20,7 +20,8 @@
 //! ID can be stored in, in [`column_shapes`]; a Citus cluster, in [`citus`].
 //!
 //! The harness itself, by what each part provides: `cluster` (a running cluster: sessions,
-//! start and stop, its log, removal on drop), `builder` (making one), `faults` (libfaketime,
+//! start and stop, its log, removal on drop), `builder` (making one), `initdb_template` (fresh
+//! data directories copied from one initdb per installation), `faults` (libfaketime,
 //! planted files, killed backends), `replication` (standbys, restores, pg_rewind, pg_upgrade),
 //! `installation` (the PostgreSQL under test, through `pg_config`), `host` (the server's OS
 //! user, directories, ports) and `assertions` (polling, database errors).
@@ -32,6 +33,7 @@ mod builder;
 mod cluster;
 mod faults;
 mod host;
+mod initdb_template;
 mod installation;
 mod replication;
 
