@@ -251,6 +251,11 @@ impl ClusterBuilder {
         config.extend([
             format!("port = {}", cluster.port),
             format!("unix_socket_directories = '{}'", cluster.dir.display()),
+            // Dynamic shared memory in the data directory (pg_dynshmem), which goes with the
+            // cluster: a postmaster a test kills leaves its POSIX segments in /dev/shm until
+            // the machine restarts (19 from 15's tests that do not run alone; 4 with this line,
+            // from pg_auto_failover's servers, which pg_autoctl configures).
+            "dynamic_shared_memory_type = mmap".to_owned(),
         ]);
         config.extend(self.settings);
         cluster.append_config(&config.join("\n"));
