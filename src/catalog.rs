@@ -39,55 +39,16 @@ pub fn locate() -> CatalogTable {
 /// Catalog scans, not SQL: a new connection's first ID plans no query (docs/design.md §5.3), and
 /// no code of any role (an operator, a row-level security policy) runs inside the lookup.
 pub fn find() -> Option<CatalogTable> {
-    // SAFETY: catalog scans and syscache lookups inside a transaction, as PostgreSQL's own
-    // get_extension_oid does; every pointer comes from PostgreSQL and is used before the
-    // scan or relation is closed.
+    let extension = Extension::installed()?;
+    // SAFETY: syscache lookups inside a transaction; every name is copied before the next call.
     unsafe {
-        let extensions = pg_sys::table_open(pg_sys::ExtensionRelationId, ACCESS_SHARE);
-        let mut key = pg_sys::ScanKeyData::default();
-        pg_sys::ScanKeyInit(
-            &mut key,
-            pg_sys::Anum_pg_extension_extname as pg_sys::AttrNumber,
-            pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
-            pg_sys::Oid::from(pg_sys::F_NAMEEQ),
-            pg_sys::Datum::from(c"snowflake_id".as_ptr()),
-        );
-        // Read whole rather than through its index: the table has a row per extension (a page
-        // or two), and a new connection's first ID then opens no index of it.
-        let scan = pg_sys::systable_beginscan(
-            extensions,
-            pg_sys::Oid::from(pg_sys::ExtensionNameIndexId),
-            false,
-            std::ptr::null_mut(),
-            1,
-            &mut key,
-        );
-        let row = pg_sys::systable_getnext(scan);
-        let column = |attribute: u32| {
-            (!row.is_null())
-                .then(|| {
-                    pgrx::heap_getattr_raw(
-                        row,
-                        NonZeroUsize::new(attribute as usize)?,
-                        (*extensions).rd_att,
-                    )
-                })
-                .flatten()
-                .and_then(|datum| pg_sys::Oid::from_datum(datum, false))
-        };
-        let extension = column(pg_sys::Anum_pg_extension_oid);
-        let namespace = column(pg_sys::Anum_pg_extension_extnamespace);
-        pg_sys::systable_endscan(scan);
-        pg_sys::table_close(extensions, ACCESS_SHARE);
-        let (extension, namespace) = (extension?, namespace?);
-        let oid = pg_sys::get_relname_relid(c"snowflake_sequence_catalog".as_ptr(), namespace);
+        let oid =
+            pg_sys::get_relname_relid(c"snowflake_sequence_catalog".as_ptr(), extension.namespace);
         // Only the extension's own table: a role's table of that name is never read as it.
-        if oid == pg_sys::InvalidOid
-            || pg_sys::getExtensionOfObject(pg_sys::RelationRelationId, oid) != extension
-        {
+        if oid == pg_sys::InvalidOid || !extension.owns(oid) {
             return None;
         }
-        let name = pg_sys::get_namespace_name(namespace);
+        let name = pg_sys::get_namespace_name(extension.namespace);
         if name.is_null() {
             return None;
         }
@@ -96,6 +57,84 @@ pub fn find() -> Option<CatalogTable> {
             schema: quoted.to_string_lossy().into_owned(),
             oid,
         })
+    }
+}
+
+/// This database's `snowflake_id` extension, as its row in `pg_extension` says now.
+pub struct Extension {
+    oid: pg_sys::Oid,
+    namespace: pg_sys::Oid,
+    /// The relations its scripts registered with `pg_extension_config_dump` (`extconfig`).
+    registered: Vec<pg_sys::Oid>,
+}
+
+impl Extension {
+    /// The extension's row, read now; None when it is not installed in this database.
+    pub fn installed() -> Option<Extension> {
+        // SAFETY: a catalog scan inside a transaction, as PostgreSQL's own get_extension_oid
+        // does; the row's values are copied before the scan ends and the table is closed.
+        unsafe {
+            let extensions = pg_sys::table_open(pg_sys::ExtensionRelationId, ACCESS_SHARE);
+            let mut key = pg_sys::ScanKeyData::default();
+            pg_sys::ScanKeyInit(
+                &mut key,
+                pg_sys::Anum_pg_extension_extname as pg_sys::AttrNumber,
+                pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
+                pg_sys::Oid::from(pg_sys::F_NAMEEQ),
+                pg_sys::Datum::from(c"snowflake_id".as_ptr()),
+            );
+            // Read whole rather than through its index: the table has a row per extension (a
+            // page or two), and a new connection's first ID then opens no index of it.
+            let scan = pg_sys::systable_beginscan(
+                extensions,
+                pg_sys::Oid::from(pg_sys::ExtensionNameIndexId),
+                false,
+                std::ptr::null_mut(),
+                1,
+                &mut key,
+            );
+            let row = pg_sys::systable_getnext(scan);
+            let column = |attribute: u32| {
+                (!row.is_null())
+                    .then(|| {
+                        pgrx::heap_getattr_raw(
+                            row,
+                            NonZeroUsize::new(attribute as usize)?,
+                            (*extensions).rd_att,
+                        )
+                    })
+                    .flatten()
+            };
+            let oid = |attribute| {
+                column(attribute).and_then(|datum| pg_sys::Oid::from_datum(datum, false))
+            };
+            let extension = oid(pg_sys::Anum_pg_extension_oid);
+            let namespace = oid(pg_sys::Anum_pg_extension_extnamespace);
+            let registered = column(pg_sys::Anum_pg_extension_extconfig)
+                .and_then(|datum| Vec::<Option<pg_sys::Oid>>::from_datum(datum, false))
+                .map(|oids| oids.into_iter().flatten().collect())
+                .unwrap_or_default();
+            pg_sys::systable_endscan(scan);
+            pg_sys::table_close(extensions, ACCESS_SHARE);
+            Some(Extension {
+                oid: extension?,
+                namespace: namespace?,
+                registered,
+            })
+        }
+    }
+
+    /// Whether `relation` is a member of the extension. One in `extconfig` is: PostgreSQL
+    /// registers a relation there only for a member (`pg_extension_config_dump` refuses any
+    /// other) and takes it out when `ALTER EXTENSION … DROP` makes it no member. The catalog
+    /// table and both floor relations are registered, so a new connection's first ID reads no
+    /// `pg_depend`, whose relcache entries (the table and its index) cost more than all of a
+    /// `nextval()`'s first call; a relation not registered is looked up there.
+    pub fn owns(&self, relation: pg_sys::Oid) -> bool {
+        self.registered.contains(&relation)
+            // SAFETY: a pg_depend lookup inside a transaction.
+            || unsafe { pg_sys::getExtensionOfObject(pg_sys::RelationRelationId, relation) }
+                == self.oid
     }
 }
 

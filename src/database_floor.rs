@@ -19,7 +19,7 @@ use std::sync::atomic::Ordering;
 use pgrx::prelude::*;
 use snowflake_id_core::floor::{FloorCheck, FloorView, LoggedValue, PageLsns, Provenance};
 
-use crate::catalog::CatalogTable;
+use crate::catalog::{CatalogTable, Extension};
 use crate::errors;
 use crate::reservation::renewal_policy;
 use crate::shared_memory::{
@@ -467,7 +467,8 @@ fn flushable_insert_position() -> pg_sys::XLogRecPtr {
 /// owned by a role that is not a superuser (moved by `REASSIGN OWNED`) is refused (55000), since
 /// its owner could set any floor for the whole server.
 fn locate(catalog: pg_sys::Oid) -> Option<Relations> {
-    // SAFETY: syscache and pg_depend lookups inside a transaction.
+    let extension = Extension::installed()?;
+    // SAFETY: syscache lookups inside a transaction.
     unsafe {
         let namespace = pg_sys::get_rel_namespace(catalog);
         let named = |name: &std::ffi::CStr| {
@@ -477,13 +478,8 @@ fn locate(catalog: pg_sys::Oid) -> Option<Relations> {
                     == pg_sys::RELKIND_SEQUENCE as std::ffi::c_char)
                 .then_some(relation)
         };
-        // The names first (a syscache probe), then membership (a pg_depend scan).
         let (floor, writer) = (named(RELATION_NAME)?, named(WRITER_RELATION_NAME)?);
-        let extension = pg_sys::getExtensionOfObject(pg_sys::RelationRelationId, catalog);
-        let member = |relation| {
-            pg_sys::getExtensionOfObject(pg_sys::RelationRelationId, relation) == extension
-        };
-        if extension == pg_sys::InvalidOid || !member(floor) || !member(writer) {
+        if !extension.owns(catalog) || !extension.owns(floor) || !extension.owns(writer) {
             return None;
         }
         trusted_owner(writer);

@@ -5,6 +5,7 @@
 //!   database whose extension predates them (0.4.0), sets them 30 days ahead and issues an ID:
 //!   no database's IDs move, and the later update names the objects in its way and their owner;
 //! - a member of the extension owned by a role that is not a superuser is refused, not read;
+//! - a floor relation a superuser took out of the extension moves no IDs, however far ahead;
 //! - a role granted `snowflake_raise_floor` in one database can move the IDs of every database
 //!   at most `reserve_ahead` + 60 s past the wall clock, however often it calls it, and
 //!   `±infinity` get 22023;
@@ -142,6 +143,35 @@ fn a_floor_relation_owned_by_a_role_that_is_not_a_superuser_is_refused() {
         "{message}"
     );
     assert!(hint.contains("OWNER TO"), "{hint}");
+}
+
+#[test]
+fn a_floor_relation_taken_out_of_the_extension_moves_no_ids() {
+    let test = "floor relation taken out of the extension";
+    let cluster = Cluster::builder().start();
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute(&format!(
+            "CREATE EXTENSION snowflake_id;
+             ALTER EXTENSION snowflake_id DROP SEQUENCE snowflake_floor;
+             SELECT setval('snowflake_floor', {});",
+            real_now_us() + 30 * 24 * 60 * MINUTE_US
+        ))
+        .unwrap();
+    // Membership is read from the extension's extconfig first (docs/design.md §5.3), which
+    // PostgreSQL must have left the relation out of.
+    let registered = count(
+        &mut admin,
+        "SELECT count(*) FROM pg_extension, unnest(extconfig) AS registered
+         WHERE extname = 'snowflake_id' AND registered = 'snowflake_floor'::regclass",
+    );
+    let lead = lead_ms(&mut cluster.connect());
+    println!("[{test}] still registered: {registered}; a new session's ID leads by {lead} ms");
+    assert_eq!(registered, 0, "extconfig still lists the floor relation");
+    assert!(
+        lead.abs() < 2_000,
+        "IDs moved {lead} ms by a floor that is no member"
+    );
 }
 
 #[test]
