@@ -19,26 +19,29 @@ CREATE TYPE snowflake_parts AS (
 COMMENT ON TYPE snowflake_parts IS 'The fields of a snowflake ID, as returned by snowflake_decode()';
 
 -- One row per named sequence. A layout never changes once created (docs/design.md §2), so rows are
--- only ever inserted or deleted, never updated.
+-- only ever inserted or deleted, never updated. No CHECK constraint and no column default: the
+-- extension's functions validate a layout before they insert it, every read validates it again
+-- (catalog::load_layout), and a table without them opens without reading pg_constraint and
+-- pg_attrdef, which was a third of a new connection's first ID (docs/benchmarks.md).
 CREATE TABLE snowflake_sequence_catalog (
-    name          text PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 63),
+    name          text PRIMARY KEY,
     preset        text,
     epoch         timestamptz NOT NULL,
-    time_unit_us  bigint NOT NULL CHECK (time_unit_us IN (1000, 10000, 100000, 1000000)),
-    time_bits     integer NOT NULL CHECK (time_bits BETWEEN 1 AND 63),
-    node_bits     integer NOT NULL CHECK (node_bits BETWEEN 0 AND 31),
-    worker_bits   integer NOT NULL CHECK (worker_bits BETWEEN 0 AND 31),
-    sequence_bits integer NOT NULL CHECK (sequence_bits BETWEEN 1 AND 31),
-    gene_bits     integer NOT NULL CHECK (gene_bits BETWEEN 0 AND 31),
-    created_at    timestamptz NOT NULL DEFAULT now(),
-    CHECK (time_bits + node_bits + worker_bits + sequence_bits + gene_bits <= 63)
+    time_unit_us  bigint NOT NULL,
+    time_bits     integer NOT NULL,
+    node_bits     integer NOT NULL,
+    worker_bits   integer NOT NULL,
+    sequence_bits integer NOT NULL,
+    gene_bits     integer NOT NULL,
+    created_at    timestamptz NOT NULL
 );
 COMMENT ON TABLE snowflake_sequence_catalog IS 'Layouts of the snowflake sequences (do not edit by hand)';
 
 -- The built-in sequence: the classic 41/10/12 layout at 1 ms from 2025-01-01 UTC.
 INSERT INTO snowflake_sequence_catalog
-    (name, preset, epoch, time_unit_us, time_bits, node_bits, worker_bits, sequence_bits, gene_bits)
-VALUES ('default', 'classic', '2025-01-01 00:00:00+00', 1000, 41, 0, 10, 12, 0);
+    (name, preset, epoch, time_unit_us, time_bits, node_bits, worker_bits, sequence_bits, gene_bits,
+     created_at)
+VALUES ('default', 'classic', '2025-01-01 00:00:00+00', 1000, 41, 0, 10, 12, 0, pg_catalog.now());
 
 -- User sequences are data: pg_dump keeps them; the built-in row comes with CREATE EXTENSION.
 SELECT pg_catalog.pg_extension_config_dump('snowflake_sequence_catalog', 'WHERE name <> ''default''');

@@ -30,26 +30,29 @@ CREATE TYPE snowflake_parts AS (
 COMMENT ON TYPE snowflake_parts IS 'The fields of a snowflake ID, as returned by snowflake_decode()';
 
 -- One row per named sequence. A layout never changes once created (docs/design.md §2), so rows are
--- only ever inserted or deleted, never updated.
+-- only ever inserted or deleted, never updated. No CHECK constraint and no column default: the
+-- extension's functions validate a layout before they insert it, every read validates it again
+-- (catalog::load_layout), and a table without them opens without reading pg_constraint and
+-- pg_attrdef, which was a third of a new connection's first ID (docs/benchmarks.md).
 CREATE TABLE snowflake_sequence_catalog (
-    name          text PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 63),
+    name          text PRIMARY KEY,
     preset        text,
     epoch         timestamptz NOT NULL,
-    time_unit_us  bigint NOT NULL CHECK (time_unit_us IN (1000, 10000, 100000, 1000000)),
-    time_bits     integer NOT NULL CHECK (time_bits BETWEEN 1 AND 63),
-    node_bits     integer NOT NULL CHECK (node_bits BETWEEN 0 AND 31),
-    worker_bits   integer NOT NULL CHECK (worker_bits BETWEEN 0 AND 31),
-    sequence_bits integer NOT NULL CHECK (sequence_bits BETWEEN 1 AND 31),
-    gene_bits     integer NOT NULL CHECK (gene_bits BETWEEN 0 AND 31),
-    created_at    timestamptz NOT NULL DEFAULT now(),
-    CHECK (time_bits + node_bits + worker_bits + sequence_bits + gene_bits <= 63)
+    time_unit_us  bigint NOT NULL,
+    time_bits     integer NOT NULL,
+    node_bits     integer NOT NULL,
+    worker_bits   integer NOT NULL,
+    sequence_bits integer NOT NULL,
+    gene_bits     integer NOT NULL,
+    created_at    timestamptz NOT NULL
 );
 COMMENT ON TABLE snowflake_sequence_catalog IS 'Layouts of the snowflake sequences (do not edit by hand)';
 
 -- The built-in sequence: the classic 41/10/12 layout at 1 ms from 2025-01-01 UTC.
 INSERT INTO snowflake_sequence_catalog
-    (name, preset, epoch, time_unit_us, time_bits, node_bits, worker_bits, sequence_bits, gene_bits)
-VALUES ('default', 'classic', '2025-01-01 00:00:00+00', 1000, 41, 0, 10, 12, 0);
+    (name, preset, epoch, time_unit_us, time_bits, node_bits, worker_bits, sequence_bits, gene_bits,
+     created_at)
+VALUES ('default', 'classic', '2025-01-01 00:00:00+00', 1000, 41, 0, 10, 12, 0, pg_catalog.now());
 
 -- User sequences are data: pg_dump keeps them; the built-in row comes with CREATE EXTENSION.
 SELECT pg_catalog.pg_extension_config_dump('snowflake_sequence_catalog', 'WHERE name <> ''default''');
@@ -205,7 +208,7 @@ COMMENT ON FUNCTION snowflake_convert_column(regclass, name, text) IS
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:327
+-- src/sql_api.rs:319
 -- snowflake_id::sql_api::snowflake_citus_forget_sequence
 CREATE  FUNCTION "snowflake_citus_forget_sequence"(
 	"name" TEXT /* & str */
@@ -217,7 +220,7 @@ AS 'MODULE_PATHNAME', 'snowflake_citus_forget_sequence_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:287
+-- src/sql_api.rs:279
 -- snowflake_id::sql_api::snowflake_citus_receive_sequence
 CREATE  FUNCTION "snowflake_citus_receive_sequence"(
 	"name" TEXT, /* & str */
@@ -237,7 +240,7 @@ AS 'MODULE_PATHNAME', 'snowflake_citus_receive_sequence_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:211
+-- src/sql_api.rs:203
 -- snowflake_id::sql_api::snowflake_create_sequence
 CREATE  FUNCTION "snowflake_create_sequence"(
 	"name" TEXT, /* Option < & str > */
@@ -257,7 +260,7 @@ AS 'MODULE_PATHNAME', 'snowflake_create_sequence_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:87
+-- src/sql_api.rs:79
 -- snowflake_id::sql_api::snowflake_currval
 CREATE  FUNCTION "snowflake_currval"(
 	"seq" TEXT DEFAULT 'default' /* & str */
@@ -268,7 +271,7 @@ AS 'MODULE_PATHNAME', 'snowflake_currval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:111
+-- src/sql_api.rs:103
 -- snowflake_id::sql_api::snowflake_decode
 CREATE  FUNCTION "snowflake_decode"(
 	"id" bigint, /* i64 */
@@ -281,7 +284,7 @@ AS 'MODULE_PATHNAME', 'snowflake_decode_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:253
+-- src/sql_api.rs:245
 -- snowflake_id::sql_api::snowflake_drop_sequence
 CREATE  FUNCTION "snowflake_drop_sequence"(
 	"name" TEXT /* & str */
@@ -293,7 +296,7 @@ AS 'MODULE_PATHNAME', 'snowflake_drop_sequence_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:105
+-- src/sql_api.rs:97
 -- snowflake_id::sql_api::snowflake_from_base32
 CREATE  FUNCTION "snowflake_from_base32"(
 	"text" TEXT /* & str */
@@ -304,7 +307,7 @@ AS 'MODULE_PATHNAME', 'snowflake_from_base32_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:93
+-- src/sql_api.rs:85
 -- snowflake_id::sql_api::snowflake_lastval
 CREATE  FUNCTION "snowflake_lastval"() RETURNS bigint /* i64 */
 STRICT VOLATILE PARALLEL UNSAFE
@@ -313,7 +316,7 @@ AS 'MODULE_PATHNAME', 'snowflake_lastval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:163
+-- src/sql_api.rs:155
 -- snowflake_id::sql_api::snowflake_max_id
 CREATE  FUNCTION "snowflake_max_id"(
 	"ts" timestamp with time zone, /* TimestampWithTimeZone */
@@ -325,7 +328,7 @@ AS 'MODULE_PATHNAME', 'snowflake_max_id_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:151
+-- src/sql_api.rs:143
 -- snowflake_id::sql_api::snowflake_min_id
 CREATE  FUNCTION "snowflake_min_id"(
 	"ts" timestamp with time zone, /* TimestampWithTimeZone */
@@ -337,7 +340,7 @@ AS 'MODULE_PATHNAME', 'snowflake_min_id_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:81
+-- src/sql_api.rs:73
 -- snowflake_id::sql_api::snowflake_nextval
 CREATE  FUNCTION "snowflake_nextval"(
 	"seq" TEXT, /* & str */
@@ -349,7 +352,7 @@ AS 'MODULE_PATHNAME', 'snowflake_nextval_with_gene_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:183
+-- src/sql_api.rs:175
 -- snowflake_id::sql_api::snowflake_partition_bounds
 CREATE  FUNCTION "snowflake_partition_bounds"(
 	"ts" timestamp with time zone, /* TimestampWithTimeZone */
@@ -365,7 +368,7 @@ AS 'MODULE_PATHNAME', 'snowflake_partition_bounds_at_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:198
+-- src/sql_api.rs:190
 -- snowflake_id::sql_api::snowflake_partition_bounds
 CREATE  FUNCTION "snowflake_partition_bounds"(
 	"id" bigint, /* i64 */
@@ -381,7 +384,7 @@ AS 'MODULE_PATHNAME', 'snowflake_partition_bounds_of_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:175
+-- src/sql_api.rs:167
 -- snowflake_id::sql_api::snowflake_partition_width
 CREATE  FUNCTION "snowflake_partition_width"(
 	"span" interval, /* Interval */
@@ -393,7 +396,7 @@ AS 'MODULE_PATHNAME', 'snowflake_partition_width_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:274
+-- src/sql_api.rs:266
 -- snowflake_id::sql_api::snowflake_raise_floor
 CREATE  FUNCTION "snowflake_raise_floor"(
 	"until" timestamp with time zone /* TimestampWithTimeZone */
@@ -404,7 +407,7 @@ AS 'MODULE_PATHNAME', 'snowflake_raise_floor_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:380
+-- src/sql_api.rs:372
 -- snowflake_id::sql_api::snowflake_stats
 CREATE  FUNCTION "snowflake_stats"() RETURNS TABLE (
 	"backward_steps" bigint,  /* i64 */
@@ -433,7 +436,7 @@ AS 'MODULE_PATHNAME', 'snowflake_stats_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:142
+-- src/sql_api.rs:134
 -- snowflake_id::sql_api::snowflake_timestamp
 CREATE  FUNCTION "snowflake_timestamp"(
 	"id" bigint, /* i64 */
@@ -445,7 +448,7 @@ AS 'MODULE_PATHNAME', 'snowflake_timestamp_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:99
+-- src/sql_api.rs:91
 -- snowflake_id::sql_api::snowflake_to_base32
 CREATE  FUNCTION "snowflake_to_base32"(
 	"id" bigint /* i64 */
@@ -891,7 +894,7 @@ REVOKE EXECUTE ON FUNCTION snowflake_raise_floor(timestamptz) FROM PUBLIC;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:338
+-- src/sql_api.rs:330
 -- snowflake_id::sql_api::snowflake_worker_slots
 CREATE  FUNCTION "snowflake_worker_slots"() RETURNS TABLE (
 	"worker" INT,  /* i32 */
@@ -1315,6 +1318,27 @@ CREATE FUNCTION snowflake_stats() RETURNS TABLE (
 STRICT VOLATILE PARALLEL SAFE
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'snowflake_stats_wrapper';
+
+-- The catalog table loses its CHECK constraints and its column default (sql/bootstrap.sql says
+-- why: opening a table that has them reads pg_constraint and pg_attrdef, a third of a new
+-- connection's first ID). The extension's functions validate every layout before inserting it
+-- and every read validates it again: a layout edited by hand into an invalid one is refused (XX001)
+-- before any ID of it is made. In a fresh install the table has neither and this changes nothing.
+DO $drop_catalog_checks$
+DECLARE
+    check_name name;
+BEGIN
+    FOR check_name IN
+        SELECT conname FROM pg_catalog.pg_constraint
+        WHERE conrelid OPERATOR(pg_catalog.=) '@extschema@.snowflake_sequence_catalog'::pg_catalog.regclass
+          AND contype OPERATOR(pg_catalog.=) 'c'
+    LOOP
+        EXECUTE pg_catalog.format('ALTER TABLE @extschema@.snowflake_sequence_catalog DROP CONSTRAINT %I',
+                                  check_name);
+    END LOOP;
+END
+$drop_catalog_checks$;
+ALTER TABLE snowflake_sequence_catalog ALTER COLUMN created_at DROP DEFAULT;
 /* </end connected objects> */
 
 /* <begin connected objects> */

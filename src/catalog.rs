@@ -296,8 +296,8 @@ pub fn insert(catalog: &CatalogTable, name: &str, preset: &str, layout: &Layout)
     let query = format!(
         "INSERT INTO {}.snowflake_sequence_catalog \
              (name, preset, epoch, time_unit_us, time_bits, node_bits, worker_bits, \
-              sequence_bits, gene_bits) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+              sequence_bits, gene_bits, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, pg_catalog.now()) \
          ON CONFLICT (name) DO NOTHING",
         catalog.schema
     );

@@ -5,13 +5,23 @@ use snowflake_id_cluster_tests::fixtures::{
 };
 use snowflake_id_cluster_tests::{Client, Cluster};
 
-/// Every object of the extension with its definition and privileges, to compare installs.
+/// Every object of the extension with its definition and privileges (a table's: its columns,
+/// defaults and constraints too), to compare installs.
 const EXTENSION_OBJECTS: &str = "
     SELECT pg_describe_object(d.classid, d.objid, d.objsubid) AS object,
            CASE WHEN d.classid = 'pg_proc'::regclass
                 THEN pg_get_functiondef(d.objid) || coalesce(array_to_string(p.proacl, ','), 'default acl')
                 WHEN c.relkind = 'v' THEN pg_get_viewdef(d.objid) || array_to_string(c.relacl, ',')
-                WHEN c.relkind = 'r' THEN array_to_string(c.relacl, ',')
+                WHEN c.relkind = 'r' THEN concat_ws(' | ', array_to_string(c.relacl, ','),
+                    (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+                                       || CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END
+                                       || coalesce(' DEFAULT ' || pg_get_expr(ad.adbin, ad.adrelid), ''),
+                                       ', ' ORDER BY a.attnum)
+                     FROM pg_attribute a
+                     LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
+                     WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
+                    (SELECT string_agg(conname || ' ' || pg_get_constraintdef(oid), ', ' ORDER BY conname)
+                     FROM pg_constraint WHERE conrelid = c.oid))
            END AS definition
     FROM pg_depend d
     LEFT JOIN pg_proc p ON d.classid = 'pg_proc'::regclass AND p.oid = d.objid
@@ -90,6 +100,23 @@ fn update_from_0_1_0_matches_a_fresh_install_and_keeps_sequences() {
         updated_objects,
         extension_objects(&mut fresh),
         "updated and fresh installs differ"
+    );
+    // 0.9.0 takes the catalog table's CHECK constraints and default away (a new connection's
+    // first ID then reads neither pg_constraint nor pg_attrdef).
+    let catalog_table = |objects: &[(String, Option<String>)]| {
+        objects
+            .iter()
+            .find(|(object, _)| object == "table snowflake_sequence_catalog")
+            .and_then(|(_, definition)| definition.clone())
+            .expect("the catalog table is a member")
+    };
+    let old_catalog = catalog_table(&before_objects);
+    assert_eq!(old_catalog.matches("CHECK").count(), 8, "{old_catalog}");
+    assert!(old_catalog.contains("DEFAULT now()"), "{old_catalog}");
+    let updated_catalog = catalog_table(&updated_objects);
+    assert!(
+        !updated_catalog.contains("CHECK") && !updated_catalog.contains("DEFAULT"),
+        "{updated_catalog}"
     );
     assert_eq!(
         updated_objects.len(),
