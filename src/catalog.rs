@@ -2,6 +2,7 @@
 //! and dropping sequences, and telling other backends when it changes (their
 //! `sequence_cache` notices it).
 
+use std::ffi::CStr;
 use std::num::NonZeroUsize;
 
 use pgrx::prelude::*;
@@ -40,14 +41,10 @@ pub fn locate() -> CatalogTable {
 /// no code of any role (an operator, a row-level security policy) runs inside the lookup.
 pub fn find() -> Option<CatalogTable> {
     let extension = Extension::installed()?;
-    // SAFETY: syscache lookups inside a transaction; every name is copied before the next call.
+    // Only the extension's own table: a role's table of that name is never read as it.
+    let oid = extension.member(c"snowflake_sequence_catalog", pg_sys::RELKIND_RELATION)?;
+    // SAFETY: a syscache lookup inside a transaction; the name is copied before the next call.
     unsafe {
-        let oid =
-            pg_sys::get_relname_relid(c"snowflake_sequence_catalog".as_ptr(), extension.namespace);
-        // Only the extension's own table: a role's table of that name is never read as it.
-        if oid == pg_sys::InvalidOid || !extension.owns(oid) {
-            return None;
-        }
         let name = pg_sys::get_namespace_name(extension.namespace);
         if name.is_null() {
             return None;
@@ -62,7 +59,6 @@ pub fn find() -> Option<CatalogTable> {
 
 /// This database's `snowflake_id` extension, as its row in `pg_extension` says now.
 pub struct Extension {
-    oid: pg_sys::Oid,
     namespace: pg_sys::Oid,
     /// The relations its scripts registered with `pg_extension_config_dump` (`extconfig`).
     registered: Vec<pg_sys::Oid>,
@@ -108,7 +104,6 @@ impl Extension {
             let oid = |attribute| {
                 column(attribute).and_then(|datum| pg_sys::Oid::from_datum(datum, false))
             };
-            let extension = oid(pg_sys::Anum_pg_extension_oid);
             let namespace = oid(pg_sys::Anum_pg_extension_extnamespace);
             let registered = column(pg_sys::Anum_pg_extension_extconfig)
                 .and_then(|datum| Vec::<Option<pg_sys::Oid>>::from_datum(datum, false))
@@ -117,24 +112,42 @@ impl Extension {
             pg_sys::systable_endscan(scan);
             pg_sys::table_close(extensions, ACCESS_SHARE);
             Some(Extension {
-                oid: extension?,
                 namespace: namespace?,
                 registered,
             })
         }
     }
 
-    /// Whether `relation` is a member of the extension. One in `extconfig` is: PostgreSQL
-    /// registers a relation there only for a member (`pg_extension_config_dump` refuses any
-    /// other) and takes it out when `ALTER EXTENSION … DROP` makes it no member. The catalog
-    /// table and both floor relations are registered, so a new connection's first ID reads no
-    /// `pg_depend`, whose relcache entries (the table and its index) cost more than all of a
-    /// `nextval()`'s first call; a relation not registered is looked up there.
-    pub fn owns(&self, relation: pg_sys::Oid) -> bool {
+    /// The member relation `name` of kind `kind` in the extension's schema, found among the
+    /// relations its scripts registered with `pg_extension_config_dump` (`extconfig`), where
+    /// PostgreSQL lists a relation only while it is a member (`pg_extension_config_dump`
+    /// refuses any other, `ALTER EXTENSION … DROP` takes it out). The scripts that create the
+    /// catalog table and both floor relations register them. Each registered relation is
+    /// opened (locked for reading until the transaction ends) and its name read from its
+    /// relcache entry: a new connection's first ID opens these relations anyway, where a lookup
+    /// by name would cost it a syscache miss (a `pg_class` index scan) per relation.
+    pub fn member(&self, name: &CStr, kind: u8) -> Option<pg_sys::Oid> {
+        self.registered.iter().copied().find(|&relation| {
+            // SAFETY: opens a relation by OID inside a transaction (null when it no longer
+            // exists) and reads its pg_class row before closing it; the lock is kept.
+            unsafe {
+                let opened = pg_sys::try_relation_open(relation, ACCESS_SHARE);
+                if opened.is_null() {
+                    return false;
+                }
+                let row = &*(*opened).rd_rel;
+                let found = row.relnamespace == self.namespace
+                    && row.relkind as u8 == kind
+                    && CStr::from_ptr(row.relname.data.as_ptr()) == name;
+                pg_sys::relation_close(opened, pg_sys::NoLock as pg_sys::LOCKMODE);
+                found
+            }
+        })
+    }
+
+    /// Whether `relation` is one of the extension's registered members (see [`Self::member`]).
+    pub fn registers(&self, relation: pg_sys::Oid) -> bool {
         self.registered.contains(&relation)
-            // SAFETY: a pg_depend lookup inside a transaction.
-            || unsafe { pg_sys::getExtensionOfObject(pg_sys::RelationRelationId, relation) }
-                == self.oid
     }
 }
 

@@ -468,27 +468,20 @@ fn flushable_insert_position() -> pg_sys::XLogRecPtr {
 /// its owner could set any floor for the whole server.
 fn locate(catalog: pg_sys::Oid) -> Option<Relations> {
     let extension = Extension::installed()?;
-    // SAFETY: syscache lookups inside a transaction.
-    unsafe {
-        let namespace = pg_sys::get_rel_namespace(catalog);
-        let named = |name: &std::ffi::CStr| {
-            let relation = pg_sys::get_relname_relid(name.as_ptr(), namespace);
-            (relation != pg_sys::InvalidOid
-                && pg_sys::get_rel_relkind(relation)
-                    == pg_sys::RELKIND_SEQUENCE as std::ffi::c_char)
-                .then_some(relation)
-        };
-        let (floor, writer) = (named(RELATION_NAME)?, named(WRITER_RELATION_NAME)?);
-        if !extension.owns(catalog) || !extension.owns(floor) || !extension.owns(writer) {
-            return None;
-        }
-        trusted_owner(writer);
-        Some(Relations {
-            floor,
-            writer,
-            owner: trusted_owner(floor),
-        })
+    // The catalog table this backend read is still the extension's (not one of an extension
+    // dropped and created again since).
+    if !extension.registers(catalog) {
+        return None;
     }
+    let sequence = pg_sys::RELKIND_SEQUENCE;
+    let floor = extension.member(RELATION_NAME, sequence)?;
+    let writer = extension.member(WRITER_RELATION_NAME, sequence)?;
+    trusted_owner(writer);
+    Some(Relations {
+        floor,
+        writer,
+        owner: trusted_owner(floor),
+    })
 }
 
 /// The owner of a floor relation, which must be a superuser (55000 otherwise): its owner can
