@@ -24,6 +24,8 @@ mod system_clock;
 mod timestamps;
 
 #[cfg(any(test, feature = "pg_test"))]
+mod catalog_tests;
+#[cfg(any(test, feature = "pg_test"))]
 mod convert_column_tests;
 #[cfg(any(test, feature = "pg_test"))]
 mod partition_tests;
