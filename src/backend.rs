@@ -390,6 +390,22 @@ impl Issuer {
     }
 }
 
+/// Sleeps until `tick` starts (at most `MAX_SLEEP_US`), serving interrupts. Kept out of line:
+/// inlined, the address its PostgreSQL calls check the thread with (a TLS look-up) was computed
+/// on every call of the hot path.
+#[cold]
+#[inline(never)]
+fn wait_for_tick(shared: &SharedState, layout: &Layout, tick: u64, now: i64) {
+    shared
+        .counters
+        .throttle_sleeps
+        .fetch_add(1, Ordering::Relaxed);
+    let wait_us = (layout.tick_start_unix_us(tick) - now).clamp(1, MAX_SLEEP_US);
+    // SAFETY: pg_usleep only sleeps; interrupts are checked right after.
+    unsafe { pg_sys::pg_usleep(wait_us) };
+    pg_sys::check_for_interrupts!();
+}
+
 /// The work of a tick this backend owns now, before its first ID leaves: the tick's end reserved
 /// durably, in the cluster and in this database, and the borrowed ticks counted. Returns false,
 /// with the generator moved past it, when the durable floor covers the tick. Apart from the
@@ -473,16 +489,7 @@ fn issue(
                 on.id.count_issued(1);
                 return issuer.template.compose(tick, sequence, gene);
             }
-            OwnedStep::WaitUntil { tick } => {
-                shared
-                    .counters
-                    .throttle_sleeps
-                    .fetch_add(1, Ordering::Relaxed);
-                let wait_us = (layout.tick_start_unix_us(tick) - now).clamp(1, MAX_SLEEP_US);
-                // SAFETY: pg_usleep only sleeps; interrupts are checked right after.
-                unsafe { pg_sys::pg_usleep(wait_us) };
-                pg_sys::check_for_interrupts!();
-            }
+            OwnedStep::WaitUntil { tick } => wait_for_tick(shared, layout, tick, now),
             OwnedStep::TimeExhausted => errors::time_exhausted(&lossy(name), layout).raise(),
         }
     }
