@@ -8,7 +8,7 @@
 //!
 //! The decisions (when to read, raise and flush the relation, and what a value read teaches)
 //! are the core's `floor::FloorView`; this file locates, reads, writes and flushes. Before the
-//! first ID of each tick a backend looks at the relations' pages, so a change somebody else
+//! first ID of each tick a backend looks at the floor relation's page, so a change somebody else
 //! made (a restore into this live database) is read before its next tick. Writes take an
 //! LWLock, so the relation only rises through them, and leave the relation's last two values in
 //! shared memory: a backend that reads a value written a moment ago relies on the write before
@@ -17,7 +17,7 @@
 use std::sync::atomic::Ordering;
 
 use pgrx::prelude::*;
-use snowflake_id_core::floor::{FloorCheck, FloorView, LoggedValue, PageLsns, Provenance};
+use snowflake_id_core::floor::{FloorCheck, FloorView, LoggedValue, PageLsn, Provenance};
 
 use crate::catalog::{CatalogTable, Extension};
 use crate::errors;
@@ -86,8 +86,8 @@ impl DatabaseFloor {
     /// this server started without its reservation file.
     pub fn learn(&mut self, shared: &SharedState) {
         if let Some(relations) = self.located() {
-            if let Some(pages) = relations.page_lsns() {
-                self.read(relations, pages, shared);
+            if let Some(page) = relations.floor_page_lsn() {
+                self.read(relations, page, shared);
             }
         }
     }
@@ -106,20 +106,20 @@ impl DatabaseFloor {
         let Some(relations) = self.located() else {
             return true;
         };
-        let Some(mut pages) = relations.page_lsns() else {
+        let Some(mut page) = relations.floor_page_lsn() else {
             // Dropped under us (DROP EXTENSION): the catalog's invalidation follows.
             self.relations = None;
             return true;
         };
         let policy = renewal_policy();
-        match self.view.check(end_unix_us, pages, &policy) {
+        match self.view.check(end_unix_us, page, &policy) {
             FloorCheck::Covered => return true,
             FloorCheck::Flush => {}
             FloorCheck::Read => loop {
                 // Read, raise if near; when somebody changed the relation in between (another
                 // backend's write, a restore), read again rather than write over it.
                 if self
-                    .read(relations, pages, shared)
+                    .read(relations, page, shared)
                     .is_some_and(|floor| floor >= end_unix_us)
                 {
                     return false;
@@ -128,14 +128,14 @@ impl DatabaseFloor {
                 let Some(target) = self.view.raise_to(end_unix_us, reserved, &policy) else {
                     break;
                 };
-                if self.raise_relation(relations, target, pages, shared) {
+                if self.raise_relation(relations, target, page, shared) {
                     break;
                 }
-                let Some(now) = relations.page_lsns() else {
+                let Some(now) = relations.floor_page_lsn() else {
                     self.relations = None;
                     return true;
                 };
-                pages = now;
+                page = now;
             },
         }
         self.make_durable(end_unix_us);
@@ -158,12 +158,12 @@ impl DatabaseFloor {
             .located()
             .unwrap_or_else(|| errors::floor_relation_missing(&catalog.schema).raise());
         loop {
-            let pages = relations
-                .page_lsns()
+            let page = relations
+                .floor_page_lsn()
                 .unwrap_or_else(|| errors::floor_relation_missing(&catalog.schema).raise());
-            self.read(relations, pages, shared);
+            self.read(relations, page, shared);
             if self.view.newest().value >= until_unix_us
-                || self.raise_relation(relations, until_unix_us, pages, shared)
+                || self.raise_relation(relations, until_unix_us, page, shared)
             {
                 break;
             }
@@ -171,9 +171,9 @@ impl DatabaseFloor {
         self.make_durable(self.view.newest().value);
     }
 
-    /// Reads the relations (their pages read before, as `pages`); raises the durable floor to
-    /// what the value teaches, and returns that.
-    fn read(&mut self, relations: Relations, pages: PageLsns, shared: &SharedState) -> Option<i64> {
+    /// Reads the relations (the floor's page read before, as `page`); raises the durable floor
+    /// to what the value teaches, and returns that.
+    fn read(&mut self, relations: Relations, page: PageLsn, shared: &SharedState) -> Option<i64> {
         // The owner may have changed since the lookup (REASSIGN OWNED, ALTER ROLE): checked at
         // every read, not only when the session looked the relations up.
         let relations = Relations {
@@ -199,17 +199,15 @@ impl DatabaseFloor {
             writer_is_this_cluster: self.ours,
             started_without_reservation: shared.started_without_reservation(),
         };
-        let learned = self
-            .view
-            .read(current, pages, from, shared.reserved_until());
+        let learned = self.view.read(current, page, from, shared.reserved_until());
         if let Some(floor) = learned {
             shared.raise_durable_floor(floor);
         }
         learned
     }
 
-    /// Raises the relation to `value` when its pages are still `read_at`, as this backend read
-    /// them before its last read of the value; returns false, writing nothing, when somebody
+    /// Raises the relation to `value` when its page is still at `read_at`, as this backend read
+    /// it before its last read of the value; returns false, writing nothing, when somebody
     /// changed it since (another backend's write, a restore): the caller reads it again. Writes
     /// are serialised, so the relation only rises through them. (A `setval` that is not the
     /// extension's, landing between the check and the write, a few microseconds, is written
@@ -218,23 +216,21 @@ impl DatabaseFloor {
         &mut self,
         relations: Relations,
         value: i64,
-        read_at: PageLsns,
+        read_at: PageLsn,
         shared: &SharedState,
     ) -> bool {
         relations.lock_relations();
         let recent = &shared.floor_writes;
         recent.exclusive(|| {
             let current = relations.current();
-            if relations.page_lsns() != Some(read_at) || current.value >= value {
+            if relations.floor_page_lsn() != Some(read_at) || current.value >= value {
                 return false;
             }
-            let mut writer_page = None;
             if !self.ours {
                 // The writer first: a value that is not ours stays covered by the floor it
                 // raised.
                 relations.set(relations.writer, this_cluster());
                 self.ours = true;
-                writer_page = Some(last_record_end());
             }
             relations.set(relations.floor, value);
             let logged = LoggedValue {
@@ -242,7 +238,7 @@ impl DatabaseFloor {
                 lsn: last_record_end(),
             };
             recent.remember(&relations, current, logged);
-            self.view.wrote(logged, writer_page);
+            self.view.wrote(logged);
             true
         })
     }
@@ -301,10 +297,12 @@ impl Relations {
         }
     }
 
-    /// Both relations' page LSNs: any change to either (this server's write, a restore's
-    /// `setval`) moves one. Read once per tick, before the values when they are read.
-    fn page_lsns(&self) -> Option<PageLsns> {
-        Some([Self::page_lsn(self.floor)?, Self::page_lsn(self.writer)?])
+    /// The floor relation's page LSN: any change to it (this server's write, a restore's
+    /// `setval`) moves it. Read once per tick, before the values when they are read. The
+    /// writer relation's page is not looked at: a change to it alone brings no floor, and its
+    /// value is read with the floor's (design §5.3).
+    fn floor_page_lsn(&self) -> Option<PageLsn> {
+        Self::page_lsn(self.floor)
     }
 
     /// The floor's value (i64::MIN before it was first set) and its page's LSN, read before

@@ -29,9 +29,10 @@ impl LoggedValue {
     };
 }
 
-/// The WAL positions of the last change to the floor relation's page and to the writer
-/// relation's page: any change to either, by this server or by a restore, moves one of them.
-pub type PageLsns = [u64; 2];
+/// The WAL position of the last change to the floor relation's page: any change to it, by this
+/// server or by a restore, moves it. The writer relation's page is not watched: a change to it
+/// alone brings no floor, and its value is read with the floor's (design §5.3).
+pub type PageLsn = u64;
 
 /// What a backend knows of its database's floor relation.
 #[derive(Clone, Copy, Debug)]
@@ -43,8 +44,8 @@ pub struct FloorView {
     before_newest: Option<LoggedValue>,
     /// The part of `newest` known to be flushed.
     durable: i64,
-    /// The page positions as this backend last read them, or left them with its own write.
-    pages: Option<PageLsns>,
+    /// The page's position as this backend last read it, or left it with its own write.
+    page: Option<PageLsn>,
 }
 
 /// What to do before the first ID of a tick, after checking the relation's pages.
@@ -66,7 +67,7 @@ impl FloorView {
         newest: LoggedValue::NONE,
         before_newest: None,
         durable: i64::MIN,
-        pages: None,
+        page: None,
     };
 
     /// The newest value known.
@@ -74,10 +75,10 @@ impl FloorView {
         self.newest
     }
 
-    /// Before the first ID of a tick ending at `end`, with the relation's pages at `pages` now.
+    /// Before the first ID of a tick ending at `end`, with the relation's page at `page` now.
     #[inline]
-    pub fn check(&self, end: i64, pages: PageLsns, policy: &RenewalPolicy) -> FloorCheck {
-        if self.pages != Some(pages) || self.near(end, policy) {
+    pub fn check(&self, end: i64, page: PageLsn, policy: &RenewalPolicy) -> FloorCheck {
+        if self.page != Some(page) || self.near(end, policy) {
             FloorCheck::Read
         } else if end > self.durable {
             FloorCheck::Flush
@@ -91,8 +92,8 @@ impl FloorView {
         end.saturating_add(policy.wait_mark()) > self.newest.value
     }
 
-    /// Takes what a read found: the relation's value now, the pages read before it (so a
-    /// change made after the value was read moves them and is read next time), and where the
+    /// Takes what a read found: the relation's value now, its page's position read before it
+    /// (so a change made after the value was read moves it and is read next time), and where the
     /// value came from. Returns the floor the server learns from it (see [`Provenance`]).
     ///
     /// After a change the relation is taken as it is, and nothing is known durable: somebody
@@ -103,13 +104,13 @@ impl FloorView {
     pub fn read(
         &mut self,
         current: LoggedValue,
-        pages: PageLsns,
+        page: PageLsn,
         from: Provenance,
         reserved_until: i64,
     ) -> Option<i64> {
-        let first = self.pages.is_none();
-        let changed = self.pages != Some(pages) || current.value != self.newest.value;
-        self.pages = Some(pages);
+        let first = self.page.is_none();
+        let changed = self.page != Some(page) || current.value != self.newest.value;
+        self.page = Some(page);
         if !changed {
             return None;
         }
@@ -147,15 +148,11 @@ impl FloorView {
         self.near(end, policy).then(|| reserved_until.max(end))
     }
 
-    /// This backend set the relation to `value` (and the writer relation, whose page is then at
-    /// `writer_page`): the pages are where its own writes leave them, so only somebody else's
-    /// change makes it read again.
-    pub fn wrote(&mut self, value: LoggedValue, writer_page: Option<u64>) {
+    /// This backend set the relation to `value`: the page is where its own write leaves it, so
+    /// only somebody else's change makes it read again.
+    pub fn wrote(&mut self, value: LoggedValue) {
         self.learn(value);
-        let writer_page = writer_page
-            .or(self.pages.map(|pages| pages[1]))
-            .unwrap_or(0);
-        self.pages = Some([value.lsn, writer_page]);
+        self.page = Some(value.lsn);
     }
 
     /// Before the first ID of a tick ending at `end` (the relation holds `end` or more): the
@@ -219,34 +216,28 @@ mod tests {
 
     #[test]
     fn a_new_view_reads_first() {
-        assert_eq!(FloorView::NEW.check(5, [1, 1], &policy()), FloorCheck::Read);
+        assert_eq!(FloorView::NEW.check(5, 1, &policy()), FloorCheck::Read);
     }
 
     #[test]
     fn a_change_by_somebody_else_is_read_before_the_next_tick_and_teaches_its_value() {
         let mut view = FloorView::NEW;
         assert_eq!(
-            view.read(logged(10_000_000, 40), [40, 30], OURS, 20_000_000),
+            view.read(logged(10_000_000, 40), 40, OURS, 20_000_000),
             None
         );
         assert_eq!(view.flush_for(5, 100), None);
-        assert_eq!(view.check(6, [40, 30], &policy()), FloorCheck::Covered);
-        // A restore sets the floor, then the writer: each moves a page, and the value counts
-        // even while the writer relation still names this cluster.
-        assert_eq!(view.check(6, [90, 30], &policy()), FloorCheck::Read);
-        assert_eq!(view.check(6, [40, 91], &policy()), FloorCheck::Read);
+        assert_eq!(view.check(6, 40, &policy()), FloorCheck::Covered);
+        // A restore sets the floor (then the writer): the page moves, and the value counts even
+        // while the writer relation still names this cluster.
+        assert_eq!(view.check(6, 90, &policy()), FloorCheck::Read);
         assert_eq!(
-            view.read(logged(12_000_000, 90), [90, 30], OURS, 20_000_000),
-            Some(12_000_000)
-        );
-        // The writer's change afterwards: the value is not this server's, so it counts again.
-        assert_eq!(
-            view.read(logged(12_000_000, 90), [90, 91], OURS, 20_000_000),
+            view.read(logged(12_000_000, 90), 90, OURS, 20_000_000),
             Some(12_000_000)
         );
         // Read again unchanged (a tick near it): nothing new.
         assert_eq!(
-            view.read(logged(12_000_000, 90), [90, 91], OURS, 20_000_000),
+            view.read(logged(12_000_000, 90), 90, OURS, 20_000_000),
             None
         );
     }
@@ -254,13 +245,13 @@ mod tests {
     #[test]
     fn another_servers_backend_write_teaches_nothing() {
         let mut view = FloorView::NEW;
-        view.read(logged(10_000_000, 40), [40, 30], OURS, 20_000_000);
+        view.read(logged(10_000_000, 40), 40, OURS, 20_000_000);
         let by_this_server = Provenance {
             set_by_this_server: Some(logged(10_000_000, 40)),
             ..OURS
         };
         assert_eq!(
-            view.read(logged(11_000_000, 70), [70, 30], by_this_server, 20_000_000),
+            view.read(logged(11_000_000, 70), 70, by_this_server, 20_000_000),
             None
         );
         assert_eq!(view.newest(), logged(11_000_000, 70));
@@ -271,11 +262,11 @@ mod tests {
     #[test]
     fn its_own_write_does_not_make_it_read_again() {
         let mut view = FloorView::NEW;
-        view.read(LoggedValue::NONE, [7, 7], OURS, 0);
+        view.read(LoggedValue::NONE, 7, OURS, 0);
         assert_eq!(view.raise_to(5, 1_000_005, &policy()), Some(1_000_005));
-        view.wrote(logged(1_000_005, 50), Some(49));
+        view.wrote(logged(1_000_005, 50));
         assert_eq!(view.flush_for(5, 10), Some(50));
-        assert_eq!(view.check(6, [50, 49], &policy()), FloorCheck::Covered);
+        assert_eq!(view.check(6, 50, &policy()), FloorCheck::Covered);
     }
 
     #[test]
@@ -285,7 +276,7 @@ mod tests {
             set_by_this_server: Some(logged(2_000_000, 100)),
             ..OURS
         };
-        view.read(logged(3_000_000, 200), [200, 1], by_this_server, 0);
+        view.read(logged(3_000_000, 200), 200, by_this_server, 0);
         // The older write covers the tick and is flushed; the newest is not: nothing to wait for.
         assert_eq!(view.flush_for(1_500_000, 150), None);
         // Known durable up to the older value only: a later tick flushes the newest.
@@ -296,16 +287,16 @@ mod tests {
     #[test]
     fn a_lowered_relation_is_taken_as_it_is_and_raised_again() {
         let mut view = FloorView::NEW;
-        view.read(logged(10_000_000, 5), [5, 5], OURS, 0);
+        view.read(logged(10_000_000, 5), 5, OURS, 0);
         assert_eq!(view.flush_for(9_000_000, 5), None);
         // A restore of an older dump sets the relation lower.
-        view.read(logged(3_000_000, 9), [9, 9], OURS, 0);
+        view.read(logged(3_000_000, 9), 9, OURS, 0);
         assert_eq!(view.newest(), logged(3_000_000, 9));
         assert_eq!(
             view.raise_to(9_100_000, 10_500_000, &policy()),
             Some(10_500_000)
         );
-        view.wrote(logged(10_500_000, 12), None);
+        view.wrote(logged(10_500_000, 12));
         assert_eq!(view.flush_for(9_100_000, 9), Some(12));
     }
 
@@ -321,7 +312,7 @@ mod tests {
         };
         let first = |value, from, reserved| {
             let mut view = FloorView::NEW;
-            view.read(logged(value, 1), [1, 1], from, reserved)
+            view.read(logged(value, 1), 1, from, reserved)
         };
         assert_eq!(first(50, OURS, 10), None);
         assert_eq!(first(5, theirs, 10), Some(5));
@@ -333,13 +324,13 @@ mod tests {
     #[test]
     fn a_tick_far_below_the_newest_value_is_not_near() {
         let mut view = FloorView::NEW;
-        view.read(logged(10_000_000, 5), [5, 5], OURS, 0);
+        view.read(logged(10_000_000, 5), 5, OURS, 0);
         assert_eq!(view.raise_to(9_400_000, 11_000_000, &policy()), None);
         assert_eq!(
             view.raise_to(9_600_000, 11_000_000, &policy()),
             Some(11_000_000)
         );
-        assert_eq!(view.check(9_600_000, [5, 5], &policy()), FloorCheck::Read);
-        assert_eq!(view.check(9_400_000, [5, 5], &policy()), FloorCheck::Flush);
+        assert_eq!(view.check(9_600_000, 5, &policy()), FloorCheck::Read);
+        assert_eq!(view.check(9_400_000, 5, &policy()), FloorCheck::Flush);
     }
 }

@@ -117,7 +117,7 @@ impl RenewalPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::floor::{FloorCheck, FloorView, LoggedValue, PageLsns, Provenance};
+    use crate::floor::{FloorCheck, FloorView, LoggedValue, PageLsn, Provenance};
     use proptest::prelude::*;
 
     /// A renewal as the glue does it: under the lock, renewed only if still needed.
@@ -146,14 +146,19 @@ mod tests {
     }
 
     /// A step of the simulated database beside the reservation (design §5.3): one of three
-    /// sessions issues the first ID of a tick, the WAL writer flushes, or a restore sets the
-    /// floor relation to another cluster's value (higher or lower), as `pg_restore` does.
+    /// sessions issues the first ID of a tick, the WAL writer flushes, a restore sets the floor
+    /// relation to another cluster's value (higher or lower) and the writer relation, in either
+    /// order, as `pg_restore` does, or a `setval` sets the writer relation alone to another
+    /// cluster (its page moves, and no session looks at it before its next tick). (Setting it to
+    /// this cluster after a restore forges where the floor came from: a session's first read
+    /// trusts it.)
     #[derive(Clone, Debug)]
     enum DatabaseEvent {
         Server(Event),
         FirstIdOfTick { session: usize, lead: i64 },
         WalWriter,
-        Restore { value: i64 },
+        Restore { value: i64, writer_first: bool },
+        SetWriterToAnotherCluster,
     }
 
     fn event() -> impl Strategy<Value = Event> {
@@ -171,14 +176,19 @@ mod tests {
             (0usize..3, 0i64..1_100_000)
                 .prop_map(|(session, lead)| DatabaseEvent::FirstIdOfTick { session, lead }),
             Just(DatabaseEvent::WalWriter),
-            (0i64..8_000_000).prop_map(|value| DatabaseEvent::Restore { value }),
+            (0i64..8_000_000, any::<bool>()).prop_map(|(value, writer_first)| {
+                DatabaseEvent::Restore {
+                    value,
+                    writer_first,
+                }
+            }),
+            Just(DatabaseEvent::SetWriterToAnotherCluster),
         ]
     }
 
     /// A floor relation with its WAL: every value it held with the position of its record.
     struct SimulatedRelation {
         history: Vec<LoggedValue>,
-        writer_page: u64,
         /// The writer relation names this cluster.
         writer_ours: bool,
         inserted: u64,
@@ -190,14 +200,13 @@ mod tests {
             *self.history.last().unwrap()
         }
 
-        fn pages(&self) -> PageLsns {
-            [self.current().lsn, self.writer_page]
+        fn page(&self) -> PageLsn {
+            self.current().lsn
         }
 
-        /// Sets the writer relation (to this cluster or another): its page moves.
+        /// Sets the writer relation (to this cluster or another): a WAL record of its own.
         fn set_writer(&mut self, ours: bool) {
             self.inserted += 1;
-            self.writer_page = self.inserted;
             self.writer_ours = ours;
         }
 
@@ -363,7 +372,6 @@ mod tests {
             let mut issued = 0i64;
             let mut relation = SimulatedRelation {
                 history: vec![LoggedValue::NONE],
-                writer_page: 0,
                 writer_ours: true,
                 inserted: 0,
                 flushed: 0,
@@ -387,11 +395,17 @@ mod tests {
                     }
                     DatabaseEvent::Server(Event::Session { .. }) => {}
                     DatabaseEvent::WalWriter => relation.flushed = relation.inserted,
-                    DatabaseEvent::Restore { value } => {
+                    DatabaseEvent::Restore { value, writer_first } => {
+                        if writer_first {
+                            relation.set_writer(false);
+                        }
                         relation.set(value);
-                        relation.set_writer(false);
+                        if !writer_first {
+                            relation.set_writer(false);
+                        }
                         restored = value;
                     }
+                    DatabaseEvent::SetWriterToAnotherCluster => relation.set_writer(false),
                     DatabaseEvent::FirstIdOfTick { session, lead } => {
                         let end = now + lead;
                         if let SessionRenewal::WaitAndRenew { enough } | SessionRenewal::TryRenew { enough } =
@@ -401,8 +415,8 @@ mod tests {
                             relation.flushed = relation.inserted;
                         }
                         let view = &mut views[session];
-                        let pages = relation.pages();
-                        let changed = view.check(end, pages, &policy) == FloorCheck::Read;
+                        let page = relation.page();
+                        let changed = view.check(end, page, &policy) == FloorCheck::Read;
                         if changed {
                             let current = relation.current();
                             let from = Provenance {
@@ -412,21 +426,20 @@ mod tests {
                                 writer_is_this_cluster: relation.writer_ours,
                                 started_without_reservation: false,
                             };
-                            if let Some(floor) = view.read(current, pages, from, until) {
+                            if let Some(floor) = view.read(current, page, from, until) {
                                 learned_floor = learned_floor.max(floor);
                             }
                             if let Some(value) = view.raise_to(end, until, &policy) {
                                 // Serialised writes, only upward.
                                 if relation.current().value < value {
                                     let before = relation.current();
-                                    let writer_page = (!relation.writer_ours).then(|| {
+                                    if !relation.writer_ours {
                                         // The writer first, as the glue does.
                                         relation.set_writer(true);
-                                        relation.writer_page
-                                    });
+                                    }
                                     let logged = relation.set(value);
                                     this_servers_writes = Some((logged, before));
-                                    view.wrote(logged, writer_page);
+                                    view.wrote(logged);
                                 }
                             }
                         }
