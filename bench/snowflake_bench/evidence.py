@@ -10,7 +10,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from .benchmarks import count_sql, pgbench_script, snowflake_stats, stats_delta
+from .benchmarks import EXPR, count_sql, pgbench_script, snowflake_stats, stats_delta
 from .cluster import as_postgres, run
 
 # --------------------------------------------------------------------------------------------
@@ -346,6 +346,51 @@ def hot_path_breakdown(profile, n):
     return sorted(rows, key=lambda row: -row["ir_per_id"])
 
 
+# One ID per statement (key: C function): what a single-row INSERT's default pays. Each call is
+# a statement of its own, 2 ms after the one before, so each of ours is the first ID of a tick.
+PER_STATEMENT_FUNCTIONS = {
+    "snowflake": "snowflake_nextval_wrapper",
+    "nextval_c1": "nextval_oid",
+    "uuid": "gen_random_uuid",
+}
+PER_STATEMENT_CALLS = 300
+
+
+def per_statement_script(key, calls):
+    """A warm-up call, a dump (before pg_backend_pid), `calls` calls 2 ms apart, a dump."""
+    call = f"SELECT {EXPR[key]}"
+    lines = [call, "SELECT pg_backend_pid()"]
+    for _ in range(calls):
+        lines += ["SELECT pg_sleep(0.002)", call]
+    lines.append("SELECT pg_backend_pid()")
+    return "\n".join(lines) + "\n"
+
+
+def evidence_callgrind_per_statement(cluster, out_dir):
+    """Instructions inside each C function per call when every call is a statement of its own
+    (`postgres --single`, collecting only inside the function)."""
+    results = {}
+    for key, function in PER_STATEMENT_FUNCTIONS.items():
+        out_file = out_dir / f"statement-{key}.out"
+        completed = subprocess.run(
+            as_postgres(["valgrind", "--tool=callgrind", "--collect-atstart=no",
+                         f"--toggle-collect={function}", "--dump-before=pg_backend_pid",
+                         "--compress-strings=no", "--compress-pos=no",
+                         f"--callgrind-out-file={out_file}",
+                         cluster.bindir / "postgres", "--single", "-D", cluster.data,
+                         "-c", "shared_buffers=64MB", "postgres"]),
+            input=per_statement_script(key, PER_STATEMENT_CALLS), capture_output=True,
+            text=True, timeout=600)
+        if completed.returncode != 0:
+            raise RuntimeError("callgrind run failed:\n" + completed.stderr[-3000:])
+        # dump 1: the warm-up call; dump 2: the measured calls.
+        dumps = sorted(out_dir.glob(f"statement-{key}.out.*"),
+                       key=lambda path: int(path.name.split(".")[-1]))
+        results[key] = {"function": function, "calls": PER_STATEMENT_CALLS,
+                        "ir_per_call": parse_callgrind(dumps[1])["total"] / PER_STATEMENT_CALLS}
+    return results
+
+
 def evidence_callgrind(cluster, results_dir):
     """Instruction counts per ID of each function in a `postgres --single` backend."""
     out_dir = cluster.dir / "callgrind"
@@ -389,4 +434,5 @@ def evidence_callgrind(cluster, results_dir):
                 f"# callgrind_annotate --inclusive=yes of one postgres --single statement:\n"
                 f"# {count_sql(key, n)}\n# (file paths trimmed; Ir = instructions executed)\n"
                 + "\n".join(line[:200] for line in annotate.splitlines()[:80]) + "\n")
+    results["per_statement"] = evidence_callgrind_per_statement(cluster, out_dir)
     return results

@@ -9,8 +9,8 @@ from pathlib import Path
 from snowflake_bench.benchmarks import count_sql
 from snowflake_bench.evidence import (clock_seconds, calls_to, function_costs,
                                       hot_path_breakdown, inclusive, parse_callgrind,
-                                      parse_perf_report, parse_strace_trace, perf_report_text,
-                                      share_by_dso, strace_trace_report)
+                                      parse_perf_report, parse_strace_trace, per_statement_script,
+                                      perf_report_text, share_by_dso, strace_trace_report)
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"  # recorded runs, read only (18)
 LATEST = json.loads((RESULTS / "pg18" / "latest.json").read_text())
@@ -75,6 +75,16 @@ class PerfReportTest(unittest.TestCase):
                                         profile["top"])
                 recorded = (RESULTS / "pg18" / f"perf-{key}.txt").read_text().splitlines()
                 self.assertEqual(text.splitlines(), recorded[:2 + len(profile["top"])])
+
+
+class PerStatementScriptTest(unittest.TestCase):
+    def test_a_warm_up_call_then_the_measured_calls_between_two_dumps(self):
+        lines = per_statement_script("snowflake", 3).splitlines()
+        self.assertEqual(lines[:2], ["SELECT snowflake_nextval()", "SELECT pg_backend_pid()"])
+        self.assertEqual(lines[2:4], ["SELECT pg_sleep(0.002)", "SELECT snowflake_nextval()"])
+        self.assertEqual(lines.count("SELECT snowflake_nextval()"), 4)
+        self.assertEqual(lines.count("SELECT pg_backend_pid()"), 2)
+        self.assertEqual(lines[-1], "SELECT pg_backend_pid()")
 
 
 # Uncompressed callgrind output (--compress-strings=no --compress-pos=no): the wrapper of

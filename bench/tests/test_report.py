@@ -236,6 +236,18 @@ class MarkdownTest(unittest.TestCase):
         self.assertIn("(1/5/15 min); other busy processes: cc1 (50%);", text)
         self.assertIn(f"| `{'f' * 87}...` | snowflake_id.so (self) |", text)
 
+    def test_one_id_per_statement(self):
+        results = copy.deepcopy(LATEST)
+        results["evidence"]["callgrind"]["per_statement"] = {
+            "snowflake": {"function": "snowflake_nextval_wrapper", "calls": 300,
+                          "ir_per_call": 5150.3},
+            "nextval_c1": {"function": "nextval_oid", "calls": 300, "ir_per_call": 3785.7},
+        }
+        text = render_markdown(results)
+        self.assertIn("300 statements `SELECT f()`, each 2 ms after the one before", text)
+        self.assertIn("| snowflake_nextval() | `snowflake_nextval_wrapper` | 5,150 | 1.36× |", text)
+        self.assertIn("| nextval() CACHE 1 | `nextval_oid` | 3,786 | 1.00× |", text)
+
     def test_disturbed_phase(self):
         results = copy.deepcopy(LATEST)
         results["foreign_cpu"] = {"INSERT": {"seconds": 3.0, "elapsed": 20.0,
