@@ -346,6 +346,22 @@ def hot_path_breakdown(profile, n):
     return sorted(rows, key=lambda row: -row["ir_per_id"])
 
 
+def callgrind_single_user(cluster, out_file, options, script, timeout):
+    """Runs `script` in a `postgres --single` backend under callgrind with `options`; returns
+    its dump files in the order they were written."""
+    completed = subprocess.run(
+        as_postgres(["valgrind", "--tool=callgrind", *options,
+                     "--compress-strings=no", "--compress-pos=no",
+                     f"--callgrind-out-file={out_file}",
+                     cluster.bindir / "postgres", "--single", "-D", cluster.data,
+                     "-c", "shared_buffers=64MB", "postgres"]),
+        input=script, capture_output=True, text=True, timeout=timeout)
+    if completed.returncode != 0:
+        raise RuntimeError("callgrind run failed:\n" + completed.stderr[-3000:])
+    return sorted(out_file.parent.glob(f"{out_file.name}.*"),
+                  key=lambda path: int(path.name.split(".")[-1]))
+
+
 # One ID per statement (key: C function): what a single-row INSERT's default pays. Each call is
 # a statement of its own, 2 ms after the one before, so each of ours is the first ID of a tick.
 PER_STATEMENT_FUNCTIONS = {
@@ -371,21 +387,12 @@ def evidence_callgrind_per_statement(cluster, out_dir):
     (`postgres --single`, collecting only inside the function)."""
     results = {}
     for key, function in PER_STATEMENT_FUNCTIONS.items():
-        out_file = out_dir / f"statement-{key}.out"
-        completed = subprocess.run(
-            as_postgres(["valgrind", "--tool=callgrind", "--collect-atstart=no",
-                         f"--toggle-collect={function}", "--dump-before=pg_backend_pid",
-                         "--compress-strings=no", "--compress-pos=no",
-                         f"--callgrind-out-file={out_file}",
-                         cluster.bindir / "postgres", "--single", "-D", cluster.data,
-                         "-c", "shared_buffers=64MB", "postgres"]),
-            input=per_statement_script(key, PER_STATEMENT_CALLS), capture_output=True,
-            text=True, timeout=600)
-        if completed.returncode != 0:
-            raise RuntimeError("callgrind run failed:\n" + completed.stderr[-3000:])
+        dumps = callgrind_single_user(
+            cluster, out_dir / f"statement-{key}.out",
+            ["--collect-atstart=no", f"--toggle-collect={function}",
+             "--dump-before=pg_backend_pid"],
+            per_statement_script(key, PER_STATEMENT_CALLS), 600)
         # dump 1: the warm-up call; dump 2: the measured calls.
-        dumps = sorted(out_dir.glob(f"statement-{key}.out.*"),
-                       key=lambda path: int(path.name.split(".")[-1]))
         results[key] = {"function": function, "calls": PER_STATEMENT_CALLS,
                         "ir_per_call": parse_callgrind(dumps[1])["total"] / PER_STATEMENT_CALLS}
     return results
@@ -405,17 +412,9 @@ def evidence_callgrind(cluster, results_dir):
         lines.append("SELECT pg_sleep(0)")  # --dump-before=pg_sleep: one dump per statement
     script = "\n".join(lines) + "\n"
     started = time.monotonic()
-    completed = subprocess.run(
-        as_postgres(["valgrind", "--tool=callgrind", "--dump-before=pg_sleep",
-                     "--compress-strings=no", "--compress-pos=no", "--dump-instr=no",
-                     f"--callgrind-out-file={out_dir}/callgrind.out",
-                     cluster.bindir / "postgres", "--single", "-D", cluster.data,
-                     "-c", "shared_buffers=64MB", "postgres"]),
-        input=script, capture_output=True, text=True, timeout=1200)
+    dumps = callgrind_single_user(cluster, out_dir / "callgrind.out",
+                                  ["--dump-before=pg_sleep", "--dump-instr=no"], script, 1200)
     elapsed = time.monotonic() - started
-    if completed.returncode != 0:
-        raise RuntimeError("callgrind run failed:\n" + completed.stderr[-3000:])
-    dumps = sorted(out_dir.glob("callgrind.out.*"), key=lambda path: int(path.name.split(".")[-1]))
     # dump 1: startup + warm-up; dump i+2: the statement of order[i].
     measured = dict(zip(order, dumps[1:1 + len(order)]))
     results = {"seconds": elapsed, "functions": {}}
