@@ -18,7 +18,7 @@ SELECT name,
        -- Equal on two nodes exactly when their layouts are equal (sharding guide).
        md5(concat_ws('/', time_bits, node_bits, worker_bits, sequence_bits, gene_bits,
                      time_unit_us, (extract(epoch FROM epoch) * 1000000)::bigint)) AS fingerprint
-FROM snowflake_sequence_catalog
+FROM snowflake_id_internal.snowflake_sequence_catalog
 ORDER BY name;
 COMMENT ON VIEW snowflake_sequences IS 'Snowflake sequences with their layouts and capacities';
 GRANT SELECT ON snowflake_sequences TO PUBLIC;

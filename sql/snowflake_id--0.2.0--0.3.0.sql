@@ -51,10 +51,12 @@ IMMUTABLE STRICT PARALLEL SAFE
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'snowflake_from_base32_wrapper';
 
+-- pg_catalog, pg_temp: the functions name the extension's objects by OID (0.10.0; up to 0.9.0
+-- this set pg_catalog, @extschema@, pg_temp). The script runs with the current library only.
 ALTER FUNCTION snowflake_create_sequence(text, text, timestamptz, interval, integer, integer, integer, integer, integer)
-    SET search_path = pg_catalog, @extschema@, pg_temp;
+    SET search_path = pg_catalog, pg_temp;
 ALTER FUNCTION snowflake_drop_sequence(text)
-    SET search_path = pg_catalog, @extschema@, pg_temp;
+    SET search_path = pg_catalog, pg_temp;
 
 CREATE OR REPLACE FUNCTION snowflake_convert_column(tbl regclass, col name, seq text DEFAULT 'default')
 RETURNS text

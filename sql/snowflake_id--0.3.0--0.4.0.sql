@@ -12,13 +12,13 @@ CREATE OR REPLACE FUNCTION snowflake_citus_receive_sequence(
     node_bits integer, worker_bits integer, sequence_bits integer, gene_bits integer
 ) RETURNS void
 STRICT VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, @extschema@, pg_temp
+SET search_path = pg_catalog, pg_temp
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'snowflake_citus_receive_sequence_wrapper';
 
 CREATE OR REPLACE FUNCTION snowflake_citus_forget_sequence(name text) RETURNS void
 STRICT VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, @extschema@, pg_temp
+SET search_path = pg_catalog, pg_temp
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'snowflake_citus_forget_sequence_wrapper';
 

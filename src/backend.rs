@@ -195,7 +195,7 @@ pub fn raise_floor(until_unix_us: i64) -> i64 {
     // Bounded by the wall clock, which no call moves (the cluster clock, which a raise moves,
     // would let repeated calls ratchet every database's IDs ahead without limit).
     let (wall, _) = system_clock::wall_and_monotonic_us();
-    let limit = i64::from(gucs::RESERVE_AHEAD_MS.get()) * 1_000 + database_floor::RAISE_SLACK_US;
+    let limit = database_floor::trusted_lead_us();
     if until_unix_us.saturating_sub(wall) > limit {
         errors::floor_too_far_ahead(until_unix_us, wall, limit).raise();
     }
@@ -208,6 +208,26 @@ pub fn raise_floor(until_unix_us: i64) -> i64 {
         shared.raise_durable_floor(until_unix_us);
         backend.floor.raise(catalog, until_unix_us, shared);
         shared.log_and_raise_durable_floor(until_unix_us);
+    });
+    shared.durable_floor()
+}
+
+/// `snowflake_accept_floor`: the server's durable floor rises to the value of this database's
+/// floor relation, whoever wrote it and however far ahead (a superuser's decision: the function
+/// is revoked from PUBLIC), logged in the WAL and written to the reservation file. Returns the
+/// durable floor.
+pub fn accept_floor() -> i64 {
+    let shared = shared_memory::state();
+    // SAFETY: a plain read of a backend-local flag.
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        errors::during_recovery("snowflake_accept_floor").raise();
+    }
+    with_backend(|backend| {
+        let catalog = backend.sequences.catalog_table();
+        backend.floor.follow(catalog);
+        let value = backend.floor.value_now(catalog);
+        shared.raise_durable_floor(value);
+        shared.log_and_raise_durable_floor(value);
     });
     shared.durable_floor()
 }

@@ -13,16 +13,66 @@ use snowflake_id_core::layout::Layout;
 use crate::errors;
 use crate::timestamps;
 
-/// Where the catalog table is: its schema (quoted for SQL text) and its OID.
+/// The catalog table, by OID, and the schema the extension was created in (where its
+/// user-facing functions and views are). No name is kept: SQL that names either reads the
+/// name from the OID when it runs, so a schema renamed since (its owner may be the
+/// database's owner) cannot send it elsewhere.
 #[derive(Clone)]
 pub struct CatalogTable {
-    pub schema: String,
     oid: pg_sys::Oid,
+    extension_namespace: pg_sys::Oid,
 }
 
 impl CatalogTable {
     pub fn oid(&self) -> pg_sys::Oid {
         self.oid
+    }
+
+    /// The table's name, schema-qualified and quoted for SQL text, as it is called now.
+    pub fn qualified_name(&self) -> String {
+        // SAFETY: syscache lookups inside a transaction; each name is copied at once.
+        unsafe {
+            qualified(
+                pg_sys::get_rel_namespace(self.oid),
+                pg_sys::get_rel_name(self.oid),
+            )
+        }
+    }
+
+    /// The schema of the extension's user-facing functions and views, quoted for SQL text and
+    /// messages, as it is called now.
+    pub fn extension_schema(&self) -> String {
+        // SAFETY: a syscache lookup inside a transaction; the name is copied at once.
+        unsafe { quoted(pg_sys::get_namespace_name(self.extension_namespace)) }
+    }
+}
+
+/// `name`, quoted for SQL text ("?" for a null pointer: an object dropped under us).
+///
+/// # Safety
+/// `name` is null or a NUL-terminated string valid for this call.
+pub unsafe fn quoted(name: *const std::ffi::c_char) -> String {
+    if name.is_null() {
+        return "?".to_owned();
+    }
+    // SAFETY: as the caller promises; quote_identifier returns its argument or a palloc'd copy.
+    unsafe { CStr::from_ptr(pg_sys::quote_identifier(name)) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// `schema.name`, each quoted for SQL text.
+///
+/// # Safety
+/// `name` is null or a NUL-terminated string valid for this call; `namespace` any OID.
+pub unsafe fn qualified(namespace: pg_sys::Oid, name: *const std::ffi::c_char) -> String {
+    // SAFETY: a syscache lookup inside a transaction; the strings are copied by `quoted`.
+    unsafe {
+        format!(
+            "{}.{}",
+            quoted(pg_sys::get_namespace_name(namespace)),
+            quoted(name)
+        )
     }
 }
 
@@ -43,23 +93,18 @@ pub fn find() -> Option<CatalogTable> {
     let extension = Extension::installed()?;
     // Only the extension's own table: a role's table of that name is never read as it.
     let oid = extension.member(c"snowflake_sequence_catalog", pg_sys::RELKIND_RELATION)?;
-    // SAFETY: a syscache lookup inside a transaction; the name is copied before the next call.
-    unsafe {
-        let name = pg_sys::get_namespace_name(extension.namespace);
-        if name.is_null() {
-            return None;
-        }
-        let quoted = std::ffi::CStr::from_ptr(pg_sys::quote_identifier(name));
-        Some(CatalogTable {
-            schema: quoted.to_string_lossy().into_owned(),
-            oid,
-        })
-    }
+    Some(CatalogTable {
+        oid,
+        extension_namespace: extension.namespace,
+    })
 }
 
 /// This database's `snowflake_id` extension, as its row in `pg_extension` says now.
 pub struct Extension {
     namespace: pg_sys::Oid,
+    /// The schema `snowflake_id_internal` that the extension's 0.10.0 script created and
+    /// moved its state into (InvalidOid in a database not updated yet).
+    internal_namespace: pg_sys::Oid,
     /// The relations its scripts registered with `pg_extension_config_dump` (`extconfig`).
     registered: Vec<pg_sys::Oid>,
 }
@@ -113,12 +158,14 @@ impl Extension {
             pg_sys::table_close(extensions, ACCESS_SHARE);
             Some(Extension {
                 namespace: namespace?,
+                internal_namespace: pg_sys::get_namespace_oid(INTERNAL_SCHEMA.as_ptr(), true),
                 registered,
             })
         }
     }
 
-    /// The member relation `name` of kind `kind` in the extension's schema, found among the
+    /// The member relation `name` of kind `kind` in the extension's own schema (or, in a
+    /// database not updated to 0.10.0 yet, the schema it was created in), found among the
     /// relations its scripts registered with `pg_extension_config_dump` (`extconfig`), where
     /// PostgreSQL lists a relation only while it is a member (`pg_extension_config_dump`
     /// refuses any other, `ALTER EXTENSION … DROP` takes it out). The scripts that create the
@@ -136,7 +183,8 @@ impl Extension {
                     return false;
                 }
                 let row = &*(*opened).rd_rel;
-                let found = row.relnamespace == self.namespace
+                let found = (row.relnamespace == self.internal_namespace
+                    || row.relnamespace == self.namespace)
                     && row.relkind as u8 == kind
                     && CStr::from_ptr(row.relname.data.as_ptr()) == name;
                 pg_sys::relation_close(opened, pg_sys::NoLock as pg_sys::LOCKMODE);
@@ -150,6 +198,10 @@ impl Extension {
         self.registered.contains(&relation)
     }
 }
+
+/// The schema that holds the extension's state (sql/snowflake_id--0.9.0--0.10.0.sql creates
+/// it, so only superusers own or can create anything in it).
+const INTERNAL_SCHEMA: &CStr = c"snowflake_id_internal";
 
 const ACCESS_SHARE: pg_sys::LOCKMODE = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
 
@@ -241,6 +293,9 @@ pub fn load_layout(catalog: &CatalogTable, name: &str) -> Option<(Layout, RowVer
         );
         let row = pg_sys::systable_getnext(scan);
         let layout = (!row.is_null()).then(|| {
+            // The extension only inserts and deletes rows (a layout never changes): a row
+            // version made by UPDATE was edited by hand, whatever layout it holds now.
+            let edited = (*(*row).t_data).t_infomask & pg_sys::HEAP_UPDATED as u16 != 0;
             let place = (*row).t_self;
             let version = RowVersion {
                 inserted_by: (*(*row).t_data).t_choice.t_heap.t_xmin,
@@ -270,24 +325,28 @@ pub fn load_layout(catalog: &CatalogTable, name: &str) -> Option<(Layout, RowVer
                     .and_then(|datum| TimestampWithTimeZone::from_datum(datum, false))
                     .map_or(i64::MIN, timestamps::unix_us),
             };
-            (layout, version)
+            (layout, version, edited)
         });
         pg_sys::systable_endscan(scan);
         pg_sys::table_close(table, ACCESS_SHARE);
         layout
     }?;
-    if let Err(problem) = layout.0.validate() {
+    let (layout, version, edited) = layout;
+    if edited {
+        errors::stored_layout_edited(name).raise();
+    }
+    if let Err(problem) = layout.validate() {
         errors::stored_layout_invalid(name, &problem).raise();
     }
-    Some(layout)
+    Some((layout, version))
 }
 
 /// Every sequence of the catalog: name, preset and layout, in name order.
 pub fn all_sequences(catalog: &CatalogTable) -> Vec<(String, String, Layout)> {
     let query = format!(
         "SELECT name, COALESCE(preset, ''), {LAYOUT_COLUMNS} \
-         FROM {}.snowflake_sequence_catalog ORDER BY name",
-        catalog.schema
+         FROM {} ORDER BY name",
+        catalog.qualified_name()
     );
     Spi::connect(|client| {
         client
@@ -307,12 +366,12 @@ pub fn all_sequences(catalog: &CatalogTable) -> Vec<(String, String, Layout)> {
 /// Inserts a validated layout; raises 42710 when the name is taken.
 pub fn insert(catalog: &CatalogTable, name: &str, preset: &str, layout: &Layout) {
     let query = format!(
-        "INSERT INTO {}.snowflake_sequence_catalog \
+        "INSERT INTO {} \
              (name, preset, epoch, time_unit_us, time_bits, node_bits, worker_bits, \
               sequence_bits, gene_bits, created_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, pg_catalog.now()) \
          ON CONFLICT (name) DO NOTHING",
-        catalog.schema
+        catalog.qualified_name()
     );
     let args = [
         name.into(),
@@ -343,8 +402,8 @@ pub fn insert(catalog: &CatalogTable, name: &str, preset: &str, layout: &Layout)
 /// Deletes sequence `name`; returns whether it existed.
 pub fn delete(catalog: &CatalogTable, name: &str) -> bool {
     let query = format!(
-        "DELETE FROM {}.snowflake_sequence_catalog WHERE name OPERATOR(pg_catalog.=) $1",
-        catalog.schema
+        "DELETE FROM {} WHERE name OPERATOR(pg_catalog.=) $1",
+        catalog.qualified_name()
     );
     let deleted =
         Spi::connect_mut(|client| client.update(&query, None, &[name.into()]).map(|t| t.len()))

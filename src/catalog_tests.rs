@@ -11,7 +11,7 @@ mod tests {
     #[pg_test]
     fn catalog_is_read_only_for_ordinary_roles() {
         Spi::run("CREATE ROLE snowflake_test_user; SET ROLE snowflake_test_user").unwrap();
-        let error = error_of("DELETE FROM snowflake_sequence_catalog");
+        let error = error_of("DELETE FROM snowflake_id_internal.snowflake_sequence_catalog");
         assert!(error.starts_with("42501: permission denied"), "{error}");
         assert!(one::<i64>("SELECT snowflake_nextval()") > 0);
         Spi::run("RESET ROLE").unwrap();
@@ -41,7 +41,7 @@ mod tests {
         ];
         for (name, widths, problem) in hand_written {
             Spi::run(&format!(
-                "INSERT INTO snowflake_sequence_catalog (name, epoch, time_unit_us, time_bits,
+                "INSERT INTO snowflake_id_internal.snowflake_sequence_catalog (name, epoch, time_unit_us, time_bits,
                      node_bits, worker_bits, sequence_bits, gene_bits, created_at)
                  VALUES ('{name}', '2025-01-01 00:00:00+00', {widths}, now())"
             ))
@@ -64,7 +64,7 @@ mod tests {
         }
         // A valid row written by hand is a sequence like any other.
         Spi::run(
-            "INSERT INTO snowflake_sequence_catalog (name, epoch, time_unit_us, time_bits,
+            "INSERT INTO snowflake_id_internal.snowflake_sequence_catalog (name, epoch, time_unit_us, time_bits,
                  node_bits, worker_bits, sequence_bits, gene_bits, created_at)
              VALUES ('t_hand', '2025-01-01 00:00:00+00', 1000, 41, 0, 10, 12, 0, now())",
         )

@@ -78,7 +78,7 @@ impl Role {
     ) {
         if self == Role::Coordinator {
             if let Some(workers) = workers_with_another_layout(catalog, name) {
-                errors::citus_sequence_differs(name, &catalog.schema, &workers).raise();
+                errors::citus_sequence_differs(name, &catalog.extension_schema(), &workers).raise();
             }
             send_to_workers(&receive_command(catalog, name, preset, layout));
         }
@@ -89,7 +89,7 @@ impl Role {
         if self == Role::Coordinator {
             send_to_workers(&format!(
                 "SELECT {}.snowflake_citus_forget_sequence({})",
-                catalog.schema,
+                catalog.extension_schema(),
                 quote_literal(name)
             ));
         }
@@ -101,7 +101,7 @@ impl Role {
 fn workers_with_another_layout(catalog: &CatalogTable, name: &str) -> Option<String> {
     let fingerprint = format!(
         "SELECT fingerprint FROM {}.snowflake_sequences WHERE name OPERATOR(pg_catalog.=) {}",
-        catalog.schema,
+        catalog.extension_schema(),
         quote_literal(name)
     );
     Spi::connect(|client| {
@@ -130,7 +130,7 @@ fn workers_with_another_layout(catalog: &CatalogTable, name: &str) -> Option<Str
 fn receive_command(catalog: &CatalogTable, name: &str, preset: &str, layout: &Layout) -> String {
     format!(
         "SELECT {}.snowflake_citus_receive_sequence({}, {}, {}, {}, {}, {}, {}, {}, {})",
-        catalog.schema,
+        catalog.extension_schema(),
         quote_literal(name),
         quote_literal(preset),
         layout.epoch_unix_us,

@@ -19,21 +19,60 @@ use std::sync::atomic::Ordering;
 use pgrx::prelude::*;
 use snowflake_id_core::floor::{FloorCheck, FloorView, LoggedValue, PageLsn, Provenance};
 
-use crate::catalog::{CatalogTable, Extension};
+use crate::catalog::{self, CatalogTable, Extension};
 use crate::errors;
+use crate::gucs;
 use crate::reservation::renewal_policy;
 use crate::shared_memory::{
     with_lwlock, FloorWriteSlot, FloorWrites, SharedState, FLOOR_WRITE_SLOTS,
 };
+use crate::system_clock;
 
 const RELATION_NAME: &std::ffi::CStr = c"snowflake_floor";
 /// The relation that says which cluster wrote the floor: its system identifier.
 const WRITER_RELATION_NAME: &std::ffi::CStr = c"snowflake_floor_writer";
 
 /// How far beyond `snowflake_id.reserve_ahead` past the wall clock `snowflake_raise_floor`
-/// may raise the floor: enough for the clocks of two clusters to differ at a cut-over, and the
-/// whole lead any role granted the function can give every database's IDs.
-pub const RAISE_SLACK_US: i64 = 60 * 1_000_000;
+/// may raise the floor, and a floor value the extension did not write may lie: enough for the
+/// clocks of two clusters to differ at a cut-over or a restore, and the whole lead any role
+/// that can call the function or write the relation can give every database's IDs.
+const TRUST_SLACK_US: i64 = 60 * 1_000_000;
+
+/// How far ahead of the wall clock a floor that the extension did not write itself (or that
+/// `snowflake_raise_floor` sets) may lie: `snowflake_id.reserve_ahead` + 60 s (61 s by
+/// default). A restored dump's floor is at most `reserve_ahead` ahead of the clock of the
+/// cluster it came from, so a restore onto a host up to 60 s behind it is taken as it is.
+pub fn trusted_lead_us() -> i64 {
+    i64::from(gucs::RESERVE_AHEAD_MS.get()) * 1_000 + TRUST_SLACK_US
+}
+
+/// Whether a role that can log in and is not a superuser may write `relation` now, itself or
+/// through a role it is a member of: a grant, the database's ownership (`pg_database_owner`,
+/// which restores its dumps), `pg_write_all_data`. Asked only when a value from elsewhere lies
+/// beyond the trusted lead (rarely): PostgreSQL's own privilege functions, no role's code.
+fn writable_by_a_non_superuser(relation: pg_sys::Oid) -> bool {
+    Spi::get_one_with_args::<bool>(
+        "SELECT EXISTS (SELECT FROM pg_catalog.pg_roles writer, pg_catalog.pg_roles login \
+          WHERE login.rolcanlogin AND NOT login.rolsuper \
+            AND pg_catalog.has_sequence_privilege(writer.oid, $1, 'UPDATE') \
+            AND pg_catalog.pg_has_role(login.oid, writer.oid, 'MEMBER'))",
+        &[relation.into()],
+    )
+    .ok()
+    .flatten()
+    .unwrap_or(true)
+}
+
+/// The relation's name, schema-qualified and quoted, as it is called now.
+fn relation_name(relation: pg_sys::Oid) -> String {
+    // SAFETY: syscache lookups inside a transaction; the names are copied by `qualified`.
+    unsafe {
+        catalog::qualified(
+            pg_sys::get_rel_namespace(relation),
+            pg_sys::get_rel_name(relation),
+        )
+    }
+}
 
 /// This backend's view of its database's floor relation.
 pub struct DatabaseFloor {
@@ -154,13 +193,11 @@ impl DatabaseFloor {
 
     /// `snowflake_raise_floor`: the relation rises to `until_unix_us` (if below), flushed.
     pub fn raise(&mut self, catalog: &CatalogTable, until_unix_us: i64, shared: &SharedState) {
-        let relations = self
-            .located()
-            .unwrap_or_else(|| errors::floor_relation_missing(&catalog.schema).raise());
+        let relations = self.located_or_missing(catalog);
         loop {
-            let page = relations
-                .floor_page_lsn()
-                .unwrap_or_else(|| errors::floor_relation_missing(&catalog.schema).raise());
+            let page = relations.floor_page_lsn().unwrap_or_else(|| {
+                errors::floor_relation_missing(&catalog.extension_schema()).raise()
+            });
             self.read(relations, page, shared);
             if self.view.newest().value >= until_unix_us
                 || self.raise_relation(relations, until_unix_us, page, shared)
@@ -199,11 +236,45 @@ impl DatabaseFloor {
             writer_is_this_cluster: self.ours,
             started_without_reservation: shared.started_without_reservation(),
         };
+        let known = self.view;
         let learned = self.view.read(current, page, from, shared.reserved_until());
         if let Some(floor) = learned {
+            // A value the extension did not write (a restore, pg_upgrade), where a role that is
+            // not a superuser may write the relation (the database's owner, a member of
+            // pg_write_all_data, a grant), moves the server's IDs at most the trusted lead
+            // ahead of the wall clock, which no write moves; beyond it this database issues no
+            // ID until a superuser accepts it. Where only superusers can write it, it is theirs.
+            let (wall, _) = system_clock::wall_and_monotonic_us();
+            let limit = trusted_lead_us();
+            if floor > shared.durable_floor()
+                && floor.saturating_sub(wall) > limit
+                && writable_by_a_non_superuser(relations.floor)
+            {
+                // Read again next time: this view must not take the value as known.
+                self.view = known;
+                errors::floor_beyond_trust(&relation_name(relations.floor), floor, wall, limit)
+                    .raise();
+            }
             shared.raise_durable_floor(floor);
         }
         learned
+    }
+
+    /// `snowflake_accept_floor`: the relation's value now, whoever wrote it.
+    pub fn value_now(&mut self, catalog: &CatalogTable) -> i64 {
+        let relations = self.located_or_missing(catalog);
+        Relations {
+            owner: trusted_owner(relations.floor),
+            ..relations
+        }
+        .current()
+        .value
+    }
+
+    /// The relations; 55000 where the extension predates them.
+    fn located_or_missing(&mut self, catalog: &CatalogTable) -> Relations {
+        self.located()
+            .unwrap_or_else(|| errors::floor_relation_missing(&catalog.extension_schema()).raise())
     }
 
     /// Raises the relation to `value` when its page is still at `read_at`, as this backend read
@@ -493,25 +564,9 @@ fn trusted_owner(relation: pg_sys::Oid) -> pg_sys::Oid {
         let owner = (*(*opened).rd_rel).relowner;
         pg_sys::relation_close(opened, pg_sys::NoLock as pg_sys::LOCKMODE);
         if !pg_sys::superuser_arg(owner) {
-            let text = |name: *const std::ffi::c_char| {
-                if name.is_null() {
-                    "?".to_owned()
-                } else {
-                    std::ffi::CStr::from_ptr(name)
-                        .to_string_lossy()
-                        .into_owned()
-                }
-            };
-            let schema = pg_sys::get_namespace_name(pg_sys::get_rel_namespace(relation));
-            let name = pg_sys::get_rel_name(relation);
-            let qualified = format!(
-                "{}.{}",
-                text(pg_sys::quote_identifier(schema)),
-                text(pg_sys::quote_identifier(name))
-            );
             errors::floor_relation_not_superuser_owned(
-                &qualified,
-                &text(pg_sys::GetUserNameFromId(owner, true)),
+                &relation_name(relation),
+                &catalog::quoted(pg_sys::GetUserNameFromId(owner, true)),
             )
             .raise();
         }

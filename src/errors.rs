@@ -234,6 +234,23 @@ pub fn stored_layout_invalid(sequence: &str, problem: &dyn std::fmt::Display) ->
     )
 }
 
+/// The sequence's catalog row was changed in place (the extension only inserts and deletes).
+pub fn stored_layout_edited(sequence: &str) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+        format!(
+            "snowflake sequence \"{sequence}\" was changed in place in \
+             snowflake_id_internal.snowflake_sequence_catalog: its IDs could repeat stored ones"
+        ),
+        Some(
+            "A layout never changes. A superuser deletes the row and inserts it again as it was \
+             (from a dump or a backup), or drops the sequence with snowflake_drop_sequence and \
+             creates a new one (a new ID space)."
+                .into(),
+        ),
+    )
+}
+
 /// The cluster clock reads a time before the sequence's epoch (a machine whose clock was reset).
 pub fn clock_before_epoch(sequence: &str, layout: &Layout, now_unix_us: i64) -> Error {
     Error::new(
@@ -416,6 +433,34 @@ pub fn floor_relation_not_superuser_owned(relation: &str, owner: &str) -> Error 
         ),
         Some(format!(
             "A superuser runs: ALTER SEQUENCE {relation} OWNER TO <a superuser>;"
+        )),
+    )
+}
+
+/// The database's floor relation holds a value the extension did not write, further ahead of
+/// the wall clock than it trusts such a value (docs/design.md §5.3).
+pub fn floor_beyond_trust(
+    relation: &str,
+    floor_unix_us: i64,
+    wall_unix_us: i64,
+    limit_us: i64,
+) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "the snowflake floor in {relation} is {}, more than {} s ahead of this server's wall \
+             clock ({}), and snowflake_id did not write it: no ID of this database is issued \
+             until it is accepted",
+            format_unix_us(floor_unix_us),
+            limit_us / 1_000_000,
+            format_unix_us(wall_unix_us)
+        ),
+        Some(format!(
+            "Superusers, the database's owner (a restore) and members of pg_write_all_data can \
+             set it. If a dump or a database from a cluster whose clock is ahead was restored \
+             here, a superuser accepts the value: SELECT snowflake_accept_floor(); (the IDs of \
+             every database then continue above it). Otherwise a superuser sets it back: \
+             SELECT setval('{relation}', <the value it had>);"
         )),
     )
 }

@@ -105,6 +105,15 @@ pgrx::extension_sql_file!(
     requires = ["database_floor", "pgedge_and_setting_names"]
 );
 
+// Version 0.10.0's changes (the extension's state in its own schema, snowflake_id_internal),
+// likewise part of a fresh install: after every script that creates or grants on the objects
+// it moves; finalize.sql (last) names the catalog table there.
+pgrx::extension_sql_file!(
+    "../sql/snowflake_id--0.9.0--0.10.0.sql",
+    name = "own_schema",
+    requires = ["floor_readable_and_stats", sql_api::snowflake_accept_floor]
+);
+
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     // pgrx attaches a captured Rust backtrace to the DETAIL of errors that pass through Rust

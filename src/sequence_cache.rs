@@ -96,7 +96,7 @@ impl<S> SequenceCache<S> {
             if let Some(position) = position {
                 self.entries.remove(position);
             }
-            errors::sequence_not_found(name, &catalog.schema).raise()
+            errors::sequence_not_found(name, &catalog.extension_schema()).raise()
         };
         match position {
             Some(position) => {

@@ -104,12 +104,17 @@ fn snowflake_from_base32(text: &str) -> i64 {
 fn snowflake_decode(
     id: i64,
     seq: default!(&str, "'default'"),
+    fcinfo: pg_sys::FunctionCallInfo,
 ) -> pgrx::composite_type!('static, "snowflake_parts") {
     let layout = backend::layout_of(seq);
     let parts = decompose(seq, &layout, id);
-    let type_name = format!("{}.snowflake_parts", backend::catalog_table().schema);
-    let mut tuple = PgHeapTuple::new_composite_type(&type_name)
-        .unwrap_or_else(|error| errors::internal(format!("type {type_name}: {error}")).raise());
+    // The row type this function was declared with, by OID: a type of that name that a role
+    // made elsewhere (in a schema it owns, or one renamed and made again) is never used.
+    // SAFETY: PostgreSQL called this function with a valid fcinfo and flinfo.
+    let row_type = unsafe { pg_sys::get_func_rettype((*(*fcinfo).flinfo).fn_oid) };
+    let mut tuple = PgHeapTuple::new_composite_type_by_oid(row_type).unwrap_or_else(|error| {
+        errors::internal(format!("the row type of snowflake_decode: {error}")).raise()
+    });
     let ts = timestamptz(seq, layout.tick_start_unix_us(parts.tick));
     let fields = [
         ("node", parts.node),
@@ -201,7 +206,7 @@ fn snowflake_partition_bounds_of(
 /// Creates a named sequence from a preset, with any field overridden by name.
 #[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
+#[search_path(pg_catalog, pg_temp)]
 fn snowflake_create_sequence(
     name: Option<&str>,
     preset: default!(Option<&str>, "'classic'"),
@@ -243,7 +248,7 @@ fn snowflake_create_sequence(
 /// Drops a named sequence. IDs it issued stay valid numbers, but can no longer be decoded
 /// with its name, and a new sequence of the same name is a new ID space.
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
+#[search_path(pg_catalog, pg_temp)]
 fn snowflake_drop_sequence(name: &str) {
     shared_memory::require_preloaded();
     if name == "default" {
@@ -253,7 +258,7 @@ fn snowflake_drop_sequence(name: &str) {
     citus.refuse_on_worker("snowflake_drop_sequence", name);
     let catalog = backend::catalog_table();
     if !catalog::delete(&catalog, name) {
-        errors::sequence_not_found(name, &catalog.schema).raise();
+        errors::sequence_not_found(name, &catalog.extension_schema()).raise();
     }
     citus.propagate_drop(&catalog, name);
 }
@@ -272,12 +277,22 @@ fn snowflake_raise_floor(until: TimestampWithTimeZone) -> Option<TimestampWithTi
     }
 }
 
+/// `snowflake_accept_floor() → timestamptz`: takes the value of this database's floor relation,
+/// which the extension did not write and which lies further ahead of the wall clock than it
+/// trusts such a value (a dump restored from a cluster whose clock is ahead), into the server's
+/// durable floor, so that IDs continue above it (docs/design.md §5.3). Revoked from PUBLIC: it
+/// moves the IDs of every database. Returns the server's durable floor.
+#[pg_extern(volatile, parallel_unsafe, strict)]
+fn snowflake_accept_floor() -> Option<TimestampWithTimeZone> {
+    timestamps::timestamptz(backend::accept_floor())
+}
+
 /// Citus only (docs/design.md §9): what the coordinator sends a worker so that it has sequence
 /// `name` with this layout. Creates it when absent; an equal layout is left as it is; another
 /// layout is refused (42710), failing the coordinator's transaction on every node.
 #[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
+#[search_path(pg_catalog, pg_temp)]
 fn snowflake_citus_receive_sequence(
     name: &str,
     preset: &str,
@@ -309,7 +324,8 @@ fn snowflake_citus_receive_sequence(
         None => catalog::insert(&catalog, name, preset, &layout),
         Some((existing, _)) if existing == layout => {}
         Some(_) => {
-            errors::citus_sequence_differs(name, &catalog.schema, "this Citus worker").raise()
+            errors::citus_sequence_differs(name, &catalog.extension_schema(), "this Citus worker")
+                .raise()
         }
     }
 }
@@ -317,7 +333,7 @@ fn snowflake_citus_receive_sequence(
 /// Citus only (docs/design.md §9): what the coordinator sends a worker when it drops sequence
 /// `name`. Deletes it if this node has it.
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
+#[search_path(pg_catalog, pg_temp)]
 fn snowflake_citus_forget_sequence(name: &str) {
     shared_memory::require_preloaded();
     catalog::delete(&backend::catalog_table(), name);

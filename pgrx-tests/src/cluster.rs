@@ -114,9 +114,18 @@ impl Cluster {
     /// Dumps database `source` with pg_dump (custom format) as role `user`; panics with
     /// pg_dump's message when it fails. Returns the dump's path.
     pub fn dump_as(&self, source: &str, user: &str) -> PathBuf {
-        let dump = self.dir.join(format!("{source}-by-{user}.dump"));
+        self.dump_with(source, user, &[])
+    }
+
+    /// [`Cluster::dump_as`] with pg_dump's `options` too (e.g. `--schema`, `--extension`).
+    pub fn dump_with(&self, source: &str, user: &str, options: &[&str]) -> PathBuf {
+        let dump = self.dir.join(format!(
+            "{source}-by-{user}{}.dump",
+            options.concat().replace(['-', '=', '/', ' '], "_")
+        ));
         let dumped = Command::new(self.bin.join("pg_dump"))
             .args(self.client_options(user))
+            .args(options)
             .args(["--format=custom", "--file"])
             .arg(&dump)
             .arg(source)
@@ -133,8 +142,19 @@ impl Cluster {
     /// Restores `dump` into database `target` with this cluster's pg_restore as superuser
     /// `postgres`, with pg_restore's `options` (e.g. `--clean`, `--data-only`); its output.
     pub fn pg_restore(&self, dump: &Path, target: &str, options: &[&str]) -> std::process::Output {
+        self.pg_restore_as(dump, target, "postgres", options)
+    }
+
+    /// [`Cluster::pg_restore`] as role `user`.
+    pub fn pg_restore_as(
+        &self,
+        dump: &Path,
+        target: &str,
+        user: &str,
+        options: &[&str],
+    ) -> std::process::Output {
         Command::new(self.bin.join("pg_restore"))
-            .args(self.client_options("postgres"))
+            .args(self.client_options(user))
             .args(options)
             .args(["--dbname", target])
             .arg(dump)

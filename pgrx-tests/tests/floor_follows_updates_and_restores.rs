@@ -66,7 +66,10 @@ fn sessions_older_than_the_update_keep_the_floor_above_their_ids() {
             .unwrap();
         before = load.join().unwrap();
     });
-    let floor_us = count(&mut admin, "SELECT last_value FROM snowflake_floor");
+    let floor_us = count(
+        &mut admin,
+        "SELECT last_value FROM snowflake_id_internal.snowflake_floor",
+    );
     let newest = before.max().unwrap();
     let newest_end_us = (default_id_unix_ms(newest) + 1) * 1000;
     println!(
@@ -230,4 +233,105 @@ fn a_data_only_restore_into_a_live_database_is_seen_before_the_next_tick() {
         &["--data-only"],
         true,
     );
+}
+
+/// A table of IDs in schema `app` of database `postgres`, filled with 20,000 rows: the newest.
+fn app_ids(cluster: &Cluster) -> i64 {
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "CREATE SCHEMA app;
+             CREATE TABLE app.ids (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), n int);
+             INSERT INTO app.ids (n) SELECT g FROM generate_series(1, 20000) g;",
+        )
+        .unwrap();
+    client
+        .query_one("SELECT max(id) FROM app.ids", &[])
+        .unwrap()
+        .get(0)
+}
+
+/// 20,000 new rows of `app.ids` on `cluster`: the smallest new ID.
+fn first_new_id(cluster: &Cluster) -> i64 {
+    cluster
+        .connect()
+        .query_one(
+            "WITH added AS (INSERT INTO app.ids (n) SELECT g FROM generate_series(1, 20000) g
+                            RETURNING id)
+             SELECT min(id) FROM added",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+}
+
+/// A partial dump (one schema) carries the floor with `--extension=snowflake_id`, as the
+/// reference's "Moving to a new cluster" says, into a cluster whose clock is behind and where
+/// the extension exists already.
+#[test]
+fn a_partial_dump_with_the_extension_carries_the_floor() {
+    let old = Cluster::builder().start();
+    old.connect()
+        .batch_execute("CREATE EXTENSION snowflake_id")
+        .unwrap();
+    let newest = app_ids(&old);
+    let dump = old.dump_with(
+        "postgres",
+        "postgres",
+        &["--schema=app", "--extension=snowflake_id"],
+    );
+    let new = Cluster::builder().faketime_at("-40s").start();
+    assert_server_clock_offset(&mut new.connect(), -40_000_000);
+    new.connect()
+        .batch_execute("CREATE EXTENSION snowflake_id")
+        .unwrap();
+    let restored = new.pg_restore(&dump, "postgres", &[]);
+    println!(
+        "[partial dump, clock 40 s behind] pg_restore said: {}",
+        String::from_utf8_lossy(&restored.stderr)
+    );
+    let first = first_new_id(&new);
+    println!("[partial dump, clock 40 s behind] newest stored {newest}, first new {first}");
+    assert!(first > newest, "new IDs among the restored ones");
+}
+
+/// A dump of a database at 0.9.0 (its state in the extension's schema) restores as the
+/// CHANGELOG says: the extension created at 0.9.0 first, the dump restored, then updated.
+#[test]
+fn a_dump_of_0_9_0_restores_with_its_floor_and_updates() {
+    install_release_0_1_0_script();
+    let old = Cluster::builder().start();
+    old.connect()
+        .batch_execute(
+            "CREATE EXTENSION snowflake_id VERSION '0.1.0';
+             ALTER EXTENSION snowflake_id UPDATE TO '0.9.0';
+             SELECT snowflake_create_sequence('web', 'js53');",
+        )
+        .unwrap();
+    let newest = app_ids(&old);
+    let dump = old.dump_as("postgres", "postgres");
+    let new = Cluster::builder().faketime_at("-10m").start();
+    new.connect()
+        .batch_execute(
+            "CREATE EXTENSION snowflake_id VERSION '0.1.0';
+             ALTER EXTENSION snowflake_id UPDATE TO '0.9.0';",
+        )
+        .unwrap();
+    let restored = new.pg_restore(&dump, "postgres", &["--exit-on-error"]);
+    assert!(
+        restored.status.success(),
+        "{}",
+        String::from_utf8_lossy(&restored.stderr)
+    );
+    new.connect()
+        .batch_execute("ALTER EXTENSION snowflake_id UPDATE")
+        .unwrap();
+    let sequences: Vec<String> = column(
+        &mut new.connect(),
+        "SELECT name FROM snowflake_sequences ORDER BY name",
+    );
+    assert_eq!(sequences, ["default", "web"]);
+    let first = first_new_id(&new);
+    println!("[0.9.0 dump, clock 10 min behind] newest stored {newest}, first new {first}");
+    assert!(first > newest, "new IDs among the restored ones");
 }

@@ -200,7 +200,7 @@ fn values_a_role_plants_raise_no_floor_also_after_a_restart() {
     let mut app = connect_as(&cluster, "app");
     for statement in [
         "SELECT snowflake_raise_floor(now() + interval '1 hour')",
-        "SELECT setval('snowflake_floor', 9223372036854775807)",
+        "SELECT setval('snowflake_id_internal.snowflake_floor', 9223372036854775807)",
     ] {
         let error = app.batch_execute(statement).unwrap_err();
         assert_eq!(error_parts(&error).0, "42501", "{statement}: {error}");

@@ -46,7 +46,10 @@ fn the_floor_relation_only_rises_while_sessions_write_it_every_few_milliseconds(
             let deadline = Instant::now() + SAMPLING;
             while Instant::now() < deadline {
                 let value: i64 = sampler
-                    .query_one("SELECT last_value FROM snowflake_floor", &[])
+                    .query_one(
+                        "SELECT last_value FROM snowflake_id_internal.snowflake_floor",
+                        &[],
+                    )
                     .unwrap()
                     .get(0);
                 assert!(

@@ -521,8 +521,8 @@ fn a_policy_on_the_catalog_runs_no_code_inside_a_lookup() {
                  INSERT INTO policy_calls VALUES (current_user);
                  RETURN snowflake_nextval('default') > 0;
              END $$;
-             ALTER TABLE snowflake_sequence_catalog ENABLE ROW LEVEL SECURITY;
-             CREATE POLICY calls_back ON snowflake_sequence_catalog USING (calls_back());",
+             ALTER TABLE snowflake_id_internal.snowflake_sequence_catalog ENABLE ROW LEVEL SECURITY;
+             CREATE POLICY calls_back ON snowflake_id_internal.snowflake_sequence_catalog USING (calls_back());",
         )
         .unwrap();
     let mut session = cluster.connect();

@@ -118,3 +118,72 @@ fn removal_as_the_reference_says_completes_and_survives_a_crash() {
     assert_eq!(on_standby, 2000, "the standby follows without the library");
     println!("[removal] both servers restarted and crashed without the library; 4,000 unique keys");
 }
+
+/// Step 2 (replace the defaults) while eight sessions insert: each table is locked before its
+/// largest ID is read, so no insert lands between that read and the new default. 0.9.0's
+/// block read `max(id)` unlocked: 5-15 IDs were stored twice, and keyed inserts failed with
+/// 23505.
+#[test]
+fn replacing_the_defaults_under_eight_writers_stores_no_id_twice() {
+    let blocks = doc_sql_blocks("docs/reference.md", "Removing snowflake_id");
+    let replace = &blocks[1];
+    let cluster = Cluster::builder().start();
+    cluster
+        .connect()
+        .batch_execute(
+            "CREATE EXTENSION snowflake_id;
+             CREATE TABLE keyed (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), n int);
+             CREATE TABLE unkeyed (id bigint DEFAULT snowflake_nextval(), n int);",
+        )
+        .unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..8)
+        .map(|writer| {
+            let mut client = cluster.connect();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let (mut inserted, mut failures) = (0u64, Vec::new());
+                let table = if writer % 2 == 0 { "keyed" } else { "unkeyed" };
+                // Bounded: at most 20,000 rows a writer, however long the replacement takes.
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) && inserted < 20_000 {
+                    match client.batch_execute(&format!("INSERT INTO {table} (n) VALUES (1)")) {
+                        Ok(()) => inserted += 1,
+                        Err(error) => failures.push(error.to_string()),
+                    }
+                }
+                (inserted, failures)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut client = cluster.connect();
+    client.batch_execute(replace).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut failures = Vec::new();
+    let mut inserted = 0;
+    for writer in writers {
+        let (rows, failed) = writer.join().unwrap();
+        inserted += rows;
+        failures.extend(failed);
+    }
+    let twice = count(
+        &mut client,
+        "SELECT count(*) - count(DISTINCT id) FROM (SELECT id FROM keyed UNION ALL SELECT id FROM unkeyed) AS ids",
+    );
+    println!(
+        "[removal under writers] {inserted} rows inserted, {twice} IDs stored twice, {} failed inserts",
+        failures.len()
+    );
+    assert_eq!(twice, 0, "IDs stored twice");
+    assert!(
+        failures.is_empty(),
+        "failed inserts: {:?}",
+        &failures[..failures.len().min(3)]
+    );
+    let switched = count(
+        &mut client,
+        "SELECT count(*) FROM pg_attrdef WHERE pg_get_expr(adbin, adrelid) LIKE 'nextval(%'",
+    );
+    assert_eq!(switched, 2, "both defaults replaced");
+}

@@ -1,0 +1,376 @@
+//! The extension's state is out of every ordinary role's reach (docs/design.md §6, "The
+//! extension's own schema"; docs/reference.md "Privileges"), tried with real roles as a
+//! database's owner, an application role and a tenant of a managed service would:
+//! - a database owner who renames `public` and plants look-alikes of the extension's objects
+//!   runs no code as anybody else, and changes no sequence, default or decoding;
+//! - routine bulk grants and default privileges reach none of the state; `pg_write_all_data`
+//!   can write it, but a layout changed in place is refused, and a floor value beyond the
+//!   trusted lead stops that database's IDs (no other database's) until a superuser accepts it;
+//! - the database owner's own dump, restored by itself into a database where a superuser
+//!   created the extension, carries the floor.
+//!
+//! Each would have failed on 0.9.0, whose state lived in the extension's schema (`public`).
+
+use snowflake_id_cluster_tests::fixtures::{
+    assert_server_clock_offset, count, default_id_unix_ms, failure, real_now_us, text, MINUTE_US,
+};
+use snowflake_id_cluster_tests::{Client, Cluster};
+
+/// Milliseconds an ID of `'default'` from a new session leads the real time.
+fn lead_ms(client: &mut Client) -> i64 {
+    let id: i64 = client
+        .query_one("SELECT snowflake_nextval()", &[])
+        .unwrap()
+        .get(0);
+    default_id_unix_ms(id) - real_now_us() / 1000
+}
+
+fn is_superuser(admin: &mut Client, role: &str) -> bool {
+    admin
+        .query_one("SELECT rolsuper FROM pg_roles WHERE rolname = $1", &[&role])
+        .unwrap()
+        .get(0)
+}
+
+/// What the owner plants after renaming `public`: a new `public` with look-alikes of the
+/// catalog table (whose trigger tries to make the owner a superuser), of the functions
+/// privileged code called, and of the row type with node and worker swapped; and a serial
+/// column to convert. `escalate()` records every call made as another role.
+const PLANTS: &str = r#"
+    ALTER SCHEMA public RENAME TO old_public;
+    CREATE SCHEMA public;
+    GRANT USAGE, CREATE ON SCHEMA public TO PUBLIC;
+    CREATE TABLE public.foreign_calls (caller name NOT NULL, what text NOT NULL);
+    GRANT INSERT ON public.foreign_calls TO PUBLIC;
+    CREATE FUNCTION public.escalate(what text) RETURNS void VOLATILE LANGUAGE plpgsql AS $$
+    BEGIN
+        IF current_user <> 'shop_owner' THEN
+            INSERT INTO public.foreign_calls VALUES (current_user, what);
+        END IF;
+        BEGIN
+            ALTER ROLE shop_owner SUPERUSER;
+        EXCEPTION WHEN OTHERS THEN NULL;
+        END;
+    END $$;
+    CREATE TABLE public.snowflake_sequence_catalog (LIKE snowflake_id_internal.snowflake_sequence_catalog);
+    GRANT ALL ON public.snowflake_sequence_catalog TO PUBLIC;
+    CREATE FUNCTION public.planted_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN PERFORM public.escalate('catalog trigger'); RETURN NEW; END $$;
+    CREATE TRIGGER planted BEFORE INSERT OR DELETE ON public.snowflake_sequence_catalog
+        FOR EACH ROW EXECUTE FUNCTION public.planted_trigger();
+    CREATE FUNCTION public.snowflake_min_id(timestamptz, text DEFAULT 'default') RETURNS bigint
+        LANGUAGE plpgsql AS $$ BEGIN PERFORM public.escalate('snowflake_min_id'); RETURN 0; END $$;
+    CREATE FUNCTION public.snowflake_max_id(timestamptz, text DEFAULT 'default') RETURNS bigint
+        LANGUAGE plpgsql AS $$ BEGIN PERFORM public.escalate('snowflake_max_id'); RETURN 9223372036854775807; END $$;
+    CREATE FUNCTION public.snowflake_nextval(text DEFAULT 'default') RETURNS bigint
+        LANGUAGE plpgsql AS $$ BEGIN PERFORM public.escalate('snowflake_nextval'); RETURN 1; END $$;
+    CREATE FUNCTION old_public.snowflake_nextval(varchar) RETURNS bigint
+        LANGUAGE plpgsql AS $$ BEGIN PERFORM public.escalate('snowflake_nextval(varchar)'); RETURN 1; END $$;
+    CREATE TYPE public.snowflake_parts AS (ts timestamptz, worker integer, node integer,
+                                           sequence integer, gene integer);
+    CREATE TABLE old_public.serials (id serial PRIMARY KEY, note text);
+    INSERT INTO old_public.serials (note) SELECT 'before' FROM generate_series(1, 10);"#;
+
+#[test]
+fn a_database_owner_who_renames_public_runs_no_code_as_another_role() {
+    let cluster = Cluster::builder().start();
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute(
+            "CREATE ROLE shop_owner LOGIN;
+             CREATE ROLE migrator LOGIN;
+             CREATE DATABASE shop OWNER shop_owner;",
+        )
+        .unwrap();
+    let mut shop_admin = cluster.connect_to("shop");
+    shop_admin
+        .batch_execute(
+            "CREATE EXTENSION snowflake_id;
+             GRANT EXECUTE ON FUNCTION snowflake_create_sequence(text, text, timestamptz, interval,
+                 integer, integer, integer, integer, integer) TO migrator;",
+        )
+        .unwrap();
+    // A session that used the extension before the rename (it looked up the schema then).
+    let mut migrator = cluster.connect_as("shop", "migrator");
+    let id: i64 = migrator
+        .query_one("SELECT snowflake_nextval()", &[])
+        .unwrap()
+        .get(0);
+    assert!(id > 0);
+
+    cluster
+        .connect_as("shop", "shop_owner")
+        .batch_execute(PLANTS)
+        .unwrap();
+
+    // The migration role creates a sequence: the catalog the function writes is the
+    // extension's, by OID, never the planted table.
+    migrator
+        .batch_execute("SELECT old_public.snowflake_create_sequence('orders', preset => 'js53')")
+        .unwrap();
+    let real_rows = count(
+        &mut shop_admin,
+        "SELECT count(*) FROM snowflake_id_internal.snowflake_sequence_catalog WHERE name = 'orders'",
+    );
+    assert_eq!(
+        real_rows, 1,
+        "the new sequence is in the extension's catalog"
+    );
+    let id: i64 = migrator
+        .query_one("SELECT old_public.snowflake_nextval('orders')", &[])
+        .unwrap()
+        .get(0);
+    assert!(id > 0);
+
+    // A superuser converts the owner's serial column the documented way, with the planted
+    // public first in its search_path.
+    let mut superuser = cluster.connect_to("shop");
+    let converted = text(
+        &mut superuser,
+        "SELECT old_public.snowflake_convert_column('old_public.serials', 'id')",
+    );
+    println!("[planted public] {converted}");
+    let default = text(
+        &mut superuser,
+        "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef
+          WHERE adrelid = 'old_public.serials'::regclass",
+    );
+    assert_eq!(default, "old_public.snowflake_nextval('default'::text)");
+    let calls_real = count(
+        &mut superuser,
+        "SELECT count(*) FROM pg_attrdef ad JOIN pg_depend d
+             ON d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid
+            AND d.refobjid = 'old_public.snowflake_nextval(text)'::regprocedure
+          WHERE ad.adrelid = 'old_public.serials'::regclass",
+    );
+    assert_eq!(
+        calls_real, 1,
+        "the default calls the extension's snowflake_nextval"
+    );
+    superuser
+        .batch_execute("INSERT INTO old_public.serials (note) VALUES ('after')")
+        .unwrap();
+
+    // Decoding, in the session that looked the schema up before the rename and in a new one
+    // whose search_path finds the planted type first: node and worker where they belong.
+    for (who, client) in [
+        ("old session", &mut migrator),
+        ("new session", &mut superuser),
+    ] {
+        let row = client
+            .query_one(
+                "WITH made AS (SELECT old_public.snowflake_nextval() AS id)
+                 SELECT (d).node, (d).worker, ((id >> 12) & 1023)::int
+                   FROM made, LATERAL (SELECT old_public.snowflake_decode(id) AS d) AS decoded",
+                &[],
+            )
+            .unwrap();
+        let (node, worker, expected): (i32, i32, i32) = (row.get(0), row.get(1), row.get(2));
+        println!("[planted public] {who}: node {node}, worker {worker} (expected {expected})");
+        assert_eq!((node, worker), (0, expected), "{who}");
+    }
+
+    let foreign_calls = text(
+        &mut superuser,
+        "SELECT coalesce(string_agg(caller || ': ' || what, ', '), 'none') FROM public.foreign_calls",
+    );
+    println!("[planted public] the owner's code run as others: {foreign_calls}");
+    assert_eq!(foreign_calls, "none");
+    assert!(
+        !is_superuser(&mut admin, "shop_owner"),
+        "the owner became a superuser"
+    );
+}
+
+/// The bulk grants a superuser DBA gives application roles, and default privileges set before
+/// the extension was created.
+const ROUTINE_GRANTS: &str = "
+    CREATE ROLE app LOGIN;
+    CREATE ROLE etl LOGIN;
+    GRANT pg_write_all_data TO etl;
+    ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT ALL ON TABLES TO app;
+    ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT ALL ON SEQUENCES TO app;
+    ALTER DEFAULT PRIVILEGES GRANT ALL ON TABLES TO app;
+    ALTER DEFAULT PRIVILEGES GRANT ALL ON SEQUENCES TO app;
+    CREATE EXTENSION snowflake_id;
+    GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO app;
+    GRANT SELECT, UPDATE, USAGE ON ALL SEQUENCES IN SCHEMA public TO app;
+    SELECT snowflake_create_sequence('web', 'js53');";
+
+#[test]
+fn routine_grants_reach_no_state_and_pg_write_all_data_moves_no_other_database() {
+    let cluster = Cluster::builder().start();
+    let mut admin = cluster.connect();
+    admin.batch_execute(ROUTINE_GRANTS).unwrap();
+    admin.batch_execute("CREATE DATABASE bystander").unwrap();
+    cluster
+        .connect_to("bystander")
+        .batch_execute("CREATE EXTENSION snowflake_id")
+        .unwrap();
+
+    let mut app = cluster.connect_as("postgres", "app");
+    let ahead = real_now_us() + 10 * 24 * 60 * MINUTE_US;
+    for statement in [
+        "UPDATE snowflake_id_internal.snowflake_sequence_catalog \
+         SET epoch = epoch + interval '10 s' WHERE name = 'web'"
+            .to_owned(),
+        "DELETE FROM snowflake_id_internal.snowflake_sequence_catalog".to_owned(),
+        "INSERT INTO snowflake_id_internal.snowflake_sequence_catalog \
+         SELECT 'planted', preset, epoch, time_unit_us, time_bits, node_bits, worker_bits, \
+                sequence_bits, gene_bits, created_at \
+         FROM snowflake_id_internal.snowflake_sequence_catalog WHERE name = 'web'"
+            .to_owned(),
+        format!("SELECT setval('snowflake_id_internal.snowflake_floor', {ahead})"),
+        "SELECT setval('snowflake_id_internal.snowflake_floor_writer', 42)".to_owned(),
+    ] {
+        let (code, message, _) = failure(&mut app, &statement);
+        println!("[routine grants] app: {statement}: {code} {message}");
+        assert_eq!(code, "42501", "{statement}: {message}");
+    }
+
+    // pg_write_all_data can write the catalog: a layout changed in place is refused when read.
+    let mut etl = cluster.connect_as("postgres", "etl");
+    etl.batch_execute(
+        "UPDATE snowflake_id_internal.snowflake_sequence_catalog \
+         SET epoch = epoch + interval '10 s' WHERE name = 'web'",
+    )
+    .unwrap();
+    let (code, message, hint) = failure(&mut cluster.connect(), "SELECT snowflake_nextval('web')");
+    println!("[pg_write_all_data] edited layout: {code} {message} (hint: {hint})");
+    assert_eq!(code, "XX001");
+    assert!(message.contains("changed in place"), "{message}");
+
+    // … and the floor: beyond the trusted lead, this database's IDs stop (in a session that
+    // read it before: a new one takes a value its own cluster is named as having written as
+    // covered already); no other database moves.
+    let mut watcher = cluster.connect();
+    assert!(lead_ms(&mut watcher).abs() < 2_000);
+    etl.batch_execute(&format!(
+        "SELECT setval('snowflake_id_internal.snowflake_floor', {ahead})"
+    ))
+    .unwrap();
+    let (code, message, hint) = failure(&mut watcher, "SELECT snowflake_nextval()");
+    println!("[pg_write_all_data] floor 10 days ahead: {code} {message} (hint: {hint})");
+    assert_eq!(code, "55000");
+    assert!(
+        message.contains("snowflake_id_internal.snowflake_floor"),
+        "{message}"
+    );
+    assert!(hint.contains("snowflake_accept_floor()"), "{hint}");
+    let bystander_lead = lead_ms(&mut cluster.connect_to("bystander"));
+    println!("[pg_write_all_data] the other database's IDs lead by {bystander_lead} ms");
+    assert!(bystander_lead.abs() < 2_000, "{bystander_lead} ms");
+
+    // A value within the trusted lead is taken: at most reserve_ahead + 60 s ahead.
+    let within = real_now_us() + 30_000_000;
+    admin
+        .batch_execute(&format!(
+            "SELECT setval('snowflake_id_internal.snowflake_floor', {within})"
+        ))
+        .unwrap();
+    let lead = lead_ms(&mut watcher);
+    println!("[pg_write_all_data] floor set 30 s ahead: IDs lead by {lead} ms");
+    assert!((29_000..32_000).contains(&lead), "{lead} ms");
+}
+
+/// The owner's database on the old cluster: created by a superuser's `CREATE EXTENSION`, its
+/// table filled by the owner.
+fn tenant_database(cluster: &Cluster) -> i64 {
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute(
+            "CREATE ROLE tenant LOGIN;
+             CREATE DATABASE tenant_db OWNER tenant;",
+        )
+        .unwrap();
+    cluster
+        .connect_to("tenant_db")
+        .batch_execute("CREATE EXTENSION snowflake_id")
+        .unwrap();
+    let mut tenant = cluster.connect_as("tenant_db", "tenant");
+    tenant
+        .batch_execute(
+            "CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), item text);
+             INSERT INTO orders (item) SELECT 'dumped' FROM generate_series(1, 20000);",
+        )
+        .unwrap();
+    tenant
+        .query_one("SELECT max(id) FROM orders", &[])
+        .unwrap()
+        .get(0)
+}
+
+/// Restores the tenant's dump of `old` as the tenant into a database of `new` where a
+/// superuser created the extension first; pg_restore's errors.
+fn restore_as_tenant(old: &Cluster, new: &Cluster) -> String {
+    let dump = old.dump_as("tenant_db", "tenant");
+    new.connect()
+        .batch_execute(
+            "CREATE ROLE tenant LOGIN;
+             CREATE DATABASE tenant_db OWNER tenant;",
+        )
+        .unwrap();
+    new.connect_to("tenant_db")
+        .batch_execute("CREATE EXTENSION snowflake_id")
+        .unwrap();
+    let restored = new.pg_restore_as(&dump, "tenant_db", "tenant", &[]);
+    String::from_utf8_lossy(&restored.stderr).into_owned()
+}
+
+#[test]
+fn the_owners_own_dump_restored_by_itself_carries_the_floor() {
+    let old = Cluster::builder().start();
+    let max_stored = tenant_database(&old);
+    let new = Cluster::builder().faketime_at("-40s").start();
+    assert_server_clock_offset(&mut new.connect(), -40_000_000);
+    let errors = restore_as_tenant(&old, &new);
+    println!("[tenant restore, clock 40 s behind] pg_restore said: {errors}");
+    assert!(
+        !errors.contains("snowflake_floor") && !errors.contains("snowflake_sequence_catalog"),
+        "{errors}"
+    );
+    let mut tenant = new.connect_as("tenant_db", "tenant");
+    let min_new: i64 = tenant
+        .query_one(
+            "WITH added AS (INSERT INTO orders (item) SELECT 'new' FROM generate_series(1, 20000)
+                            RETURNING id)
+             SELECT min(id) FROM added",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    println!("[tenant restore, clock 40 s behind] newest stored {max_stored}, first new {min_new}");
+    assert!(min_new > max_stored, "new IDs among the restored ones");
+}
+
+#[test]
+fn a_floor_beyond_the_trusted_lead_waits_for_a_superuser() {
+    let old = Cluster::builder().start();
+    let max_stored = tenant_database(&old);
+    let new = Cluster::builder().faketime_at("-10m").start();
+    assert_server_clock_offset(&mut new.connect(), -10 * MINUTE_US);
+    restore_as_tenant(&old, &new);
+    let mut tenant = new.connect_as("tenant_db", "tenant");
+    let (code, message, hint) = failure(
+        &mut tenant,
+        "INSERT INTO orders (item) VALUES ('too early')",
+    );
+    println!("[tenant restore, clock 10 min behind] {code} {message} (hint: {hint})");
+    assert_eq!(code, "55000");
+    let (code, _, _) = failure(&mut tenant, "SELECT snowflake_accept_floor()");
+    assert_eq!(code, "42501", "the tenant may not accept its own floor");
+    new.connect_to("tenant_db")
+        .batch_execute("SELECT snowflake_accept_floor()")
+        .unwrap();
+    let min_new: i64 = tenant
+        .query_one(
+            "WITH added AS (INSERT INTO orders (item) SELECT 'new' FROM generate_series(1, 20000)
+                            RETURNING id)
+             SELECT min(id) FROM added",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    println!("[accepted] newest stored {max_stored}, first new {min_new}");
+    assert!(min_new > max_stored, "new IDs among the restored ones");
+}
