@@ -106,7 +106,11 @@ fn update_from_0_1_0_matches_a_fresh_install_and_keeps_sequences() {
     let catalog_table = |objects: &[(String, Option<String>)]| {
         objects
             .iter()
-            .find(|(object, _)| object == "table snowflake_id_internal.snowflake_sequence_catalog")
+            .find(|(object, _)| {
+                // In the extension's schema up to 0.9.0, in its own since 0.10.0.
+                object == "table snowflake_sequence_catalog"
+                    || object == "table snowflake_id_internal.snowflake_sequence_catalog"
+            })
             .and_then(|(_, definition)| definition.clone())
             .expect("the catalog table is a member")
     };

@@ -11,7 +11,8 @@
 //!   `±infinity` get 22023;
 //! - the database's owner, not a superuser, dumps it with pg_dump (as does a member of
 //!   `pg_read_all_data`), and the dump restored into a cluster 10 minutes behind continues
-//!   above every stored ID.
+//!   above every stored ID once a superuser accepted its floor (alice, who owns the database,
+//!   could have written it).
 //!
 //! Each prints what it saw (`--nocapture`).
 
@@ -297,6 +298,17 @@ fn the_database_owner_dumps_it_and_the_dump_carries_the_floor() {
         "restore of alice's dump: {}",
         String::from_utf8_lossy(&restored.stderr)
     );
+    // alice owns the database, so she could have written the floor her dump restored: 10
+    // minutes ahead of this server's clock, beyond the trusted lead, it waits for a superuser.
+    let (code, message, _) = failure(
+        &mut new.connect_as("shop", "alice"),
+        "SELECT snowflake_nextval()",
+    );
+    println!("[{test}] before a superuser accepts the floor: {code} {message}");
+    assert_eq!(code, "55000", "{message}");
+    new.connect_to("shop")
+        .batch_execute("SELECT snowflake_accept_floor()")
+        .unwrap();
     let after = load_after(
         "the restore of alice's dump into a cluster 10 min behind",
         "new cluster, insert load",

@@ -75,13 +75,13 @@ const PLANTS: &str = r#"
 fn a_database_owner_who_renames_public_runs_no_code_as_another_role() {
     let cluster = Cluster::builder().start();
     let mut admin = cluster.connect();
-    admin
-        .batch_execute(
-            "CREATE ROLE shop_owner LOGIN;
-             CREATE ROLE migrator LOGIN;
-             CREATE DATABASE shop OWNER shop_owner;",
-        )
-        .unwrap();
+    for statement in [
+        "CREATE ROLE shop_owner LOGIN",
+        "CREATE ROLE migrator LOGIN",
+        "CREATE DATABASE shop OWNER shop_owner",
+    ] {
+        admin.batch_execute(statement).unwrap();
+    }
     let mut shop_admin = cluster.connect_to("shop");
     shop_admin
         .batch_execute(
@@ -90,7 +90,10 @@ fn a_database_owner_who_renames_public_runs_no_code_as_another_role() {
                  integer, integer, integer, integer, integer) TO migrator;",
         )
         .unwrap();
-    // A session that used the extension before the rename (it looked up the schema then).
+    // A session that used the extension before the rename (it looked up the schema then),
+    // on worker id 1 (another session holds 0), so that a swapped node and worker would show.
+    let mut holder = cluster.connect_to("shop");
+    holder.batch_execute("SELECT snowflake_nextval()").unwrap();
     let mut migrator = cluster.connect_as("shop", "migrator");
     let id: i64 = migrator
         .query_one("SELECT snowflake_nextval()", &[])
@@ -167,6 +170,7 @@ fn a_database_owner_who_renames_public_runs_no_code_as_another_role() {
             .unwrap();
         let (node, worker, expected): (i32, i32, i32) = (row.get(0), row.get(1), row.get(2));
         println!("[planted public] {who}: node {node}, worker {worker} (expected {expected})");
+        assert!(expected > 0, "{who}: on worker id 0, a swap would not show");
         assert_eq!((node, worker), (0, expected), "{who}");
     }
 
@@ -249,7 +253,11 @@ fn routine_grants_reach_no_state_and_pg_write_all_data_moves_no_other_database()
         "SELECT setval('snowflake_id_internal.snowflake_floor', {ahead})"
     ))
     .unwrap();
-    let (code, message, hint) = failure(&mut watcher, "SELECT snowflake_nextval()");
+    // A new tick (the watcher's next ID could otherwise fall in the tick it used last).
+    let (code, message, hint) = failure(
+        &mut watcher,
+        "SELECT pg_sleep(0.01); SELECT snowflake_nextval()",
+    );
     println!("[pg_write_all_data] floor 10 days ahead: {code} {message} (hint: {hint})");
     assert_eq!(code, "55000");
     assert!(
@@ -268,6 +276,7 @@ fn routine_grants_reach_no_state_and_pg_write_all_data_moves_no_other_database()
             "SELECT setval('snowflake_id_internal.snowflake_floor', {within})"
         ))
         .unwrap();
+    watcher.batch_execute("SELECT pg_sleep(0.01)").unwrap();
     let lead = lead_ms(&mut watcher);
     println!("[pg_write_all_data] floor set 30 s ahead: IDs lead by {lead} ms");
     assert!((29_000..32_000).contains(&lead), "{lead} ms");
@@ -277,12 +286,12 @@ fn routine_grants_reach_no_state_and_pg_write_all_data_moves_no_other_database()
 /// table filled by the owner.
 fn tenant_database(cluster: &Cluster) -> i64 {
     let mut admin = cluster.connect();
-    admin
-        .batch_execute(
-            "CREATE ROLE tenant LOGIN;
-             CREATE DATABASE tenant_db OWNER tenant;",
-        )
-        .unwrap();
+    for statement in [
+        "CREATE ROLE tenant LOGIN",
+        "CREATE DATABASE tenant_db OWNER tenant",
+    ] {
+        admin.batch_execute(statement).unwrap();
+    }
     cluster
         .connect_to("tenant_db")
         .batch_execute("CREATE EXTENSION snowflake_id")
@@ -304,12 +313,13 @@ fn tenant_database(cluster: &Cluster) -> i64 {
 /// superuser created the extension first; pg_restore's errors.
 fn restore_as_tenant(old: &Cluster, new: &Cluster) -> String {
     let dump = old.dump_as("tenant_db", "tenant");
-    new.connect()
-        .batch_execute(
-            "CREATE ROLE tenant LOGIN;
-             CREATE DATABASE tenant_db OWNER tenant;",
-        )
-        .unwrap();
+    let mut admin = new.connect();
+    for statement in [
+        "CREATE ROLE tenant LOGIN",
+        "CREATE DATABASE tenant_db OWNER tenant",
+    ] {
+        admin.batch_execute(statement).unwrap();
+    }
     new.connect_to("tenant_db")
         .batch_execute("CREATE EXTENSION snowflake_id")
         .unwrap();
