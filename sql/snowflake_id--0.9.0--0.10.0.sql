@@ -80,6 +80,36 @@ STRICT STABLE PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_max_id_w
 CREATE FUNCTION snowflake_id_internal.tick_start(id bigint, seq text) RETURNS timestamptz
 STRICT STABLE PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_timestamp_wrapper';
 
+-- What the Citus coordinator runs on its workers (docs/design.md §9), as the superuser owning
+-- the calling function: copies of the receiving functions, and the layout's fingerprint (as
+-- the view snowflake_sequences has it), named in this schema on every node.
+CREATE FUNCTION snowflake_id_internal.citus_receive_sequence(
+    name text, preset text, epoch_unix_us bigint, time_unit_us bigint, time_bits integer,
+    node_bits integer, worker_bits integer, sequence_bits integer, gene_bits integer
+) RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_citus_receive_sequence_wrapper';
+CREATE FUNCTION snowflake_id_internal.citus_forget_sequence(name text) RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_citus_forget_sequence_wrapper';
+REVOKE EXECUTE ON FUNCTION
+    snowflake_id_internal.citus_receive_sequence(text, text, bigint, bigint, integer, integer, integer, integer, integer),
+    snowflake_id_internal.citus_forget_sequence(text)
+FROM PUBLIC;
+CREATE FUNCTION snowflake_id_internal.fingerprint(name text) RETURNS text
+STRICT STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+LANGUAGE sql
+AS $fingerprint$
+    SELECT pg_catalog.md5(pg_catalog.concat_ws('/', time_bits, node_bits, worker_bits, sequence_bits,
+                                               gene_bits, time_unit_us,
+                                               (EXTRACT(epoch FROM epoch) OPERATOR(pg_catalog.*) 1000000)::bigint))
+      FROM snowflake_id_internal.snowflake_sequence_catalog
+     WHERE snowflake_sequence_catalog.name OPERATOR(pg_catalog.=) $1
+$fingerprint$;
+
 -- The OID of the extension's user-facing function `name` with `arguments` arguments, found
 -- among its members in the schema it was created in (whatever that schema is called now).
 CREATE FUNCTION snowflake_id_internal.user_function(name name, arguments integer) RETURNS oid

@@ -16,6 +16,12 @@ use snowflake_id_core::layout::Layout;
 use crate::catalog::{self, CatalogTable};
 use crate::errors;
 
+/// The schema of the functions the commands sent to the workers call: the extension's own,
+/// where only superusers can create anything (on every node), since Citus runs them there as
+/// the superuser that owns the calling function. A function named in the extension's schema
+/// could be a look-alike that a worker database's owner planted after renaming it.
+const INTERNAL_SCHEMA: &str = "snowflake_id_internal";
+
 /// What this database is in a Citus cluster.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Role {
@@ -77,19 +83,18 @@ impl Role {
         layout: &Layout,
     ) {
         if self == Role::Coordinator {
-            if let Some(workers) = workers_with_another_layout(catalog, name) {
+            if let Some(workers) = workers_with_another_layout(name) {
                 errors::citus_sequence_differs(name, &catalog.extension_schema(), &workers).raise();
             }
-            send_to_workers(&receive_command(catalog, name, preset, layout));
+            send_to_workers(&receive_command(name, preset, layout));
         }
     }
 
     /// On the coordinator, drops the sequence just dropped here on every worker.
-    pub fn propagate_drop(self, catalog: &CatalogTable, name: &str) {
+    pub fn propagate_drop(self, name: &str) {
         if self == Role::Coordinator {
             send_to_workers(&format!(
-                "SELECT {}.snowflake_citus_forget_sequence({})",
-                catalog.extension_schema(),
+                "SELECT {INTERNAL_SCHEMA}.citus_forget_sequence({})",
                 quote_literal(name)
             ));
         }
@@ -98,10 +103,9 @@ impl Role {
 
 /// The workers ("host:port, …") whose sequence `name` has another fingerprint than this node's,
 /// read through Citus's `run_command_on_workers` (its own connections: a plain read).
-fn workers_with_another_layout(catalog: &CatalogTable, name: &str) -> Option<String> {
+fn workers_with_another_layout(name: &str) -> Option<String> {
     let fingerprint = format!(
-        "SELECT fingerprint FROM {}.snowflake_sequences WHERE name OPERATOR(pg_catalog.=) {}",
-        catalog.extension_schema(),
+        "SELECT {INTERNAL_SCHEMA}.fingerprint({})",
         quote_literal(name)
     );
     Spi::connect(|client| {
@@ -125,12 +129,10 @@ fn workers_with_another_layout(catalog: &CatalogTable, name: &str) -> Option<Str
 }
 
 /// The command that gives a worker sequence `name` with `layout`
-/// (`snowflake_citus_receive_sequence`, in the extension's schema, which Citus makes the same
-/// on every node).
-fn receive_command(catalog: &CatalogTable, name: &str, preset: &str, layout: &Layout) -> String {
+/// (`snowflake_citus_receive_sequence`, through its copy in the extension's own schema).
+fn receive_command(name: &str, preset: &str, layout: &Layout) -> String {
     format!(
-        "SELECT {}.snowflake_citus_receive_sequence({}, {}, {}, {}, {}, {}, {}, {}, {})",
-        catalog.extension_schema(),
+        "SELECT {INTERNAL_SCHEMA}.citus_receive_sequence({}, {}, {}, {}, {}, {}, {}, {}, {})",
         quote_literal(name),
         quote_literal(preset),
         layout.epoch_unix_us,
@@ -155,7 +157,7 @@ fn push_all_sequences() {
     };
     let commands: Vec<String> = catalog::all_sequences(&catalog)
         .iter()
-        .map(|(name, preset, layout)| receive_command(&catalog, name, preset, layout))
+        .map(|(name, preset, layout)| receive_command(name, preset, layout))
         .collect();
     send_to_workers(&commands.join(";\n"));
 }

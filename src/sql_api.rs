@@ -260,7 +260,7 @@ fn snowflake_drop_sequence(name: &str) {
     if !catalog::delete(&catalog, name) {
         errors::sequence_not_found(name, &catalog.extension_schema()).raise();
     }
-    citus.propagate_drop(&catalog, name);
+    citus.propagate_drop(name);
 }
 
 /// `snowflake_raise_floor(until timestamptz) → timestamptz`: no ID issued from now on is at or

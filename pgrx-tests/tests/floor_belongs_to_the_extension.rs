@@ -154,8 +154,8 @@ fn a_floor_relation_taken_out_of_the_extension_moves_no_ids() {
     admin
         .batch_execute(&format!(
             "CREATE EXTENSION snowflake_id;
-             ALTER EXTENSION snowflake_id DROP SEQUENCE snowflake_floor;
-             SELECT setval('snowflake_floor', {});",
+             ALTER EXTENSION snowflake_id DROP SEQUENCE snowflake_id_internal.snowflake_floor;
+             SELECT setval('snowflake_id_internal.snowflake_floor', {});",
             real_now_us() + 30 * 24 * 60 * MINUTE_US
         ))
         .unwrap();
@@ -164,7 +164,8 @@ fn a_floor_relation_taken_out_of_the_extension_moves_no_ids() {
     let registered = count(
         &mut admin,
         "SELECT count(*) FROM pg_extension, unnest(extconfig) AS registered
-         WHERE extname = 'snowflake_id' AND registered = 'snowflake_floor'::regclass",
+         WHERE extname = 'snowflake_id'
+           AND registered = 'snowflake_id_internal.snowflake_floor'::regclass",
     );
     let lead = lead_ms(&mut cluster.connect());
     println!("[{test}] still registered: {registered}; a new session's ID leads by {lead} ms");

@@ -275,24 +275,26 @@ fn a_partial_dump_with_the_extension_carries_the_floor() {
         .batch_execute("CREATE EXTENSION snowflake_id")
         .unwrap();
     let newest = app_ids(&old);
-    let dump = old.dump_with(
-        "postgres",
-        "postgres",
-        &["--schema=app", "--extension=snowflake_id"],
-    );
-    let new = Cluster::builder().faketime_at("-40s").start();
-    assert_server_clock_offset(&mut new.connect(), -40_000_000);
-    new.connect()
-        .batch_execute("CREATE EXTENSION snowflake_id")
-        .unwrap();
-    let restored = new.pg_restore(&dump, "postgres", &[]);
-    println!(
-        "[partial dump, clock 40 s behind] pg_restore said: {}",
-        String::from_utf8_lossy(&restored.stderr)
-    );
-    let first = first_new_id(&new);
-    println!("[partial dump, clock 40 s behind] newest stored {newest}, first new {first}");
-    assert!(first > newest, "new IDs among the restored ones");
+    for part in ["--schema=app", "--table=app.ids"] {
+        let dump = old.dump_with("postgres", "postgres", &[part, "--extension=snowflake_id"]);
+        let new = Cluster::builder().faketime_at("-40s").start();
+        assert_server_clock_offset(&mut new.connect(), -40_000_000);
+        new.connect()
+            .batch_execute("CREATE EXTENSION snowflake_id")
+            .unwrap();
+        if part.starts_with("--table") {
+            // A table's dump holds no schema: the reader creates it first.
+            new.connect().batch_execute("CREATE SCHEMA app").unwrap();
+        }
+        let restored = new.pg_restore(&dump, "postgres", &[]);
+        println!(
+            "[{part}, clock 40 s behind] pg_restore said: {}",
+            String::from_utf8_lossy(&restored.stderr)
+        );
+        let first = first_new_id(&new);
+        println!("[{part}, clock 40 s behind] newest stored {newest}, first new {first}");
+        assert!(first > newest, "{part}: new IDs among the restored ones");
+    }
 }
 
 /// A dump of a database at 0.9.0 (its state in the extension's schema) restores as the
@@ -334,4 +336,50 @@ fn a_dump_of_0_9_0_restores_with_its_floor_and_updates() {
     let first = first_new_id(&new);
     println!("[0.9.0 dump, clock 10 min behind] newest stored {newest}, first new {first}");
     assert!(first > newest, "new IDs among the restored ones");
+}
+
+/// The update from 0.9.0, which moves the catalog table and the floor relations into the
+/// schema `snowflake_id_internal`, under four sessions that keep generating: no statement
+/// fails, and every ID is new.
+#[test]
+fn the_update_to_its_own_schema_under_load_fails_no_statement() {
+    install_release_0_1_0_script();
+    let cluster = Cluster::builder().start();
+    cluster
+        .connect()
+        .batch_execute(
+            "CREATE EXTENSION snowflake_id VERSION '0.1.0';
+             ALTER EXTENSION snowflake_id UPDATE TO '0.9.0';",
+        )
+        .unwrap();
+    let (sessions, ()) = generate_around(&cluster, "postgres", 4, || {
+        cluster
+            .connect()
+            .batch_execute("ALTER EXTENSION snowflake_id UPDATE")
+            .unwrap();
+    });
+    let errors: usize = sessions.iter().map(|session| session.errors).sum();
+    let ids: Vec<i64> = sessions
+        .iter()
+        .flat_map(|session| {
+            session
+                .calls
+                .iter()
+                .flat_map(|(_, ids)| ids.iter().copied())
+        })
+        .collect();
+    let distinct: std::collections::HashSet<i64> = ids.iter().copied().collect();
+    let schema: Vec<String> = column(
+        &mut cluster.connect(),
+        "SELECT relnamespace::regnamespace::text FROM pg_class WHERE relname = 'snowflake_floor'",
+    );
+    println!(
+        "[update to 0.10.0 under load] {} IDs from 4 sessions, {} failed statements; the floor \
+         relation is in {schema:?}",
+        ids.len(),
+        errors
+    );
+    assert_eq!(errors, 0, "statements failed during the update");
+    assert_eq!(distinct.len(), ids.len(), "an ID was issued twice");
+    assert_eq!(schema, ["snowflake_id_internal"]);
 }
