@@ -332,8 +332,29 @@ fn the_guide_s_two_exporters_export_the_same_metrics_with_the_extension_in_its_o
         by_query_exporter.keys().collect::<Vec<_>>(),
         "the same series"
     );
-    // 21 of the server, 3 for each of the three worker widths, 1 for each of three sequences.
-    assert_eq!(by_postgres_exporter.len(), 21 + 3 * 3 + 3);
+    // 21 of the server, 3 of the cluster, 3 for each of the three worker widths, 1 for each of
+    // three sequences.
+    assert_eq!(by_postgres_exporter.len(), 21 + 3 + 3 * 3 + 3);
+    let system_identifier: String = client
+        .query_one(
+            "SELECT system_identifier::text FROM pg_control_system()",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let cluster_series = |metric: &str| {
+        format!("snowflake_id_cluster_{metric}{{system_identifier=\"{system_identifier}\"}}")
+    };
+    // 'orders' is 'sharded': 6 node bits, so the cluster's node id counts.
+    for (metric, value) in [("node_id", 7.0), ("node_bits", 6.0), ("in_recovery", 0.0)] {
+        for exported in [&by_postgres_exporter, &by_query_exporter] {
+            assert_eq!(
+                exported.get(&cluster_series(metric)),
+                Some(&value),
+                "{metric}"
+            );
+        }
+    }
     // What does not move between the two scrapes is the same.
     for series in [
         "snowflake_id_ids_issued_total",
@@ -426,9 +447,9 @@ fn alert_names() -> Vec<String> {
         .collect()
 }
 
-/// The annotations alert `alert` has for `instance`, from the rules file: its summary, whose
-/// one template is the instance, and its description, a folded block without templates.
-fn annotations(alert: &str, instance: &str) -> (String, String) {
+/// The annotations alert `alert` has, from the rules file, with each template of `values`
+/// (e.g. `{{ $labels.instance }}`) replaced: its summary and its description (a folded block).
+fn annotations(alert: &str, values: &[(&str, &str)]) -> (String, String) {
     let rules =
         std::fs::read_to_string(workspace_root().join("monitoring/snowflake_id-alerts.yaml"))
             .unwrap();
@@ -436,12 +457,19 @@ fn annotations(alert: &str, instance: &str) -> (String, String) {
         .split("- alert: ")
         .find(|rule| rule.starts_with(&format!("{alert}\n")))
         .unwrap_or_else(|| panic!("no rule {alert}"));
-    let summary = rule
-        .lines()
-        .find_map(|line| line.trim().strip_prefix("summary: "))
-        .unwrap()
-        .trim_matches('"')
-        .replace("{{ $labels.instance }}", instance);
+    let filled = |text: &str| {
+        values
+            .iter()
+            .fold(text.to_owned(), |text, (template, value)| {
+                text.replace(template, value)
+            })
+    };
+    let summary = filled(
+        rule.lines()
+            .find_map(|line| line.trim().strip_prefix("summary: "))
+            .unwrap()
+            .trim_matches('"'),
+    );
     let description_lines: Vec<&str> = rule
         .split("description: >-\n")
         .nth(1)
@@ -450,7 +478,7 @@ fn annotations(alert: &str, instance: &str) -> (String, String) {
         .take_while(|line| !line.trim().is_empty())
         .map(str::trim)
         .collect();
-    let description = description_lines.join(" ");
+    let description = filled(&description_lines.join(" "));
     assert!(
         !summary.contains("{{") && !description.contains("{{"),
         "{alert}"
@@ -458,23 +486,12 @@ fn annotations(alert: &str, instance: &str) -> (String, String) {
     (summary, description)
 }
 
-/// A `promtool test rules` file: `scrapes` of the metrics the rules read, as series of instance
-/// `instance` 15 s apart, and at every minute, the alerts expected (`firing`: the names that
-/// fire then, with the annotations the rules give them; None: not checked then).
-fn promtool_test(
-    instance: &str,
-    scrapes: &[BTreeMap<String, f64>],
-    firing: impl Fn(usize) -> Option<Vec<String>>,
-) -> String {
+/// The `input_series` lines of `scrapes` as series of instance `instance`, 15 s apart.
+fn promtool_series(instance: &str, scrapes: &[BTreeMap<String, f64>]) -> String {
     let mut names: Vec<&String> = scrapes.iter().flat_map(BTreeMap::keys).collect();
     names.sort();
     names.dedup();
-    let mut test = format!(
-        "rule_files:\n  - {}\nevaluation_interval: 15s\ntests:\n  - interval: 15s\n    input_series:\n",
-        workspace_root()
-            .join("monitoring/snowflake_id-alerts.yaml")
-            .display()
-    );
+    let mut series = String::new();
     for name in names {
         let values: Vec<String> = scrapes
             .iter()
@@ -487,11 +504,33 @@ fn promtool_test(
         let (metric, labels) = name.split_once('{').unwrap_or((name, "}"));
         let labels = labels.trim_end_matches('}');
         let separator = if labels.is_empty() { "" } else { ", " };
-        test += &format!(
+        series += &format!(
             "      - series: '{metric}{{instance=\"{instance}\"{separator}{labels}}}'\n        values: '{}'\n",
             values.join(" ")
         );
     }
+    series
+}
+
+/// The head of a `promtool test rules` file over the rules file, one test at 15 s intervals.
+fn promtool_head() -> String {
+    format!(
+        "rule_files:\n  - {}\nevaluation_interval: 15s\ntests:\n  - interval: 15s\n    input_series:\n",
+        workspace_root()
+            .join("monitoring/snowflake_id-alerts.yaml")
+            .display()
+    )
+}
+
+/// A `promtool test rules` file: `scrapes` of the metrics the rules read, as series of instance
+/// `instance` 15 s apart, and at every minute, the alerts expected (`firing`: the names that
+/// fire then, with the annotations the rules give them; None: not checked then).
+fn promtool_test(
+    instance: &str,
+    scrapes: &[BTreeMap<String, f64>],
+    firing: impl Fn(usize) -> Option<Vec<String>>,
+) -> String {
+    let mut test = promtool_head() + &promtool_series(instance, scrapes);
     test += "    alert_rule_test:\n";
     let minutes = scrapes.len() / 4;
     for minute in 1..minutes {
@@ -501,7 +540,8 @@ fn promtool_test(
         for alert in alert_names() {
             test += &format!("      - eval_time: {minute}m\n        alertname: {alert}\n");
             if fired.contains(&alert) {
-                let (summary, description) = annotations(&alert, instance);
+                let (summary, description) =
+                    annotations(&alert, &[("{{ $labels.instance }}", instance)]);
                 test += &format!(
                     "        exp_alerts:\n          - exp_labels: {{severity: critical, instance: {instance}}}\n            exp_annotations:\n              summary: {summary:?}\n              description: {description:?}\n"
                 );
@@ -582,5 +622,70 @@ fn the_rules_on_real_scrapes_are_silent_after_a_burst_and_a_restart_and_fire_wit
         _ => Some(vec!["SnowflakeReservationWorkerNotRenewing".to_owned()]),
     });
     let tested = run_promtool_test("worker-not-running", &test);
+    assert!(tested.contains("SUCCESS"), "{tested}");
+}
+
+/// SnowflakeNodeIdShared on real scrapes: two single-node clusters at node id 0 on `'default'`
+/// (no node bits), one of them scraped by two exporters, and a standby of a cluster with node
+/// bits stay quiet; two clusters with node bits and node id 5 fire it.
+#[test]
+fn node_id_sharing_is_told_only_between_clusters_whose_ids_can_meet() {
+    let scrapes_of = |node_id: i64, sharded: bool| {
+        let cluster = Cluster::builder()
+            .setting(&format!("snowflake_id.node_id = {node_id}"))
+            .start();
+        let mut client = cluster.connect();
+        client
+            .batch_execute("CREATE EXTENSION snowflake_id")
+            .unwrap();
+        if sharded {
+            client
+                .batch_execute("SELECT snowflake_create_sequence('orders', 'sharded')")
+                .unwrap();
+        }
+        let exporter = Exporter::postgres_exporter(&cluster, "postgres");
+        let mut scrapes = Vec::new();
+        scrape_into(&mut scrapes, &exporter, 40);
+        scrapes
+    };
+    let single_a = scrapes_of(0, false);
+    let single_b = scrapes_of(0, false);
+    let sharded_a = scrapes_of(5, true);
+    let sharded_b = scrapes_of(5, true);
+    let cluster_series = |scrapes: &[BTreeMap<String, f64>]| -> Vec<BTreeMap<String, f64>> {
+        scrapes
+            .iter()
+            .map(|scrape| {
+                scrape
+                    .iter()
+                    .filter(|(name, _)| name.starts_with("snowflake_id_cluster_"))
+                    .map(|(name, value)| (name.clone(), *value))
+                    .collect()
+            })
+            .collect()
+    };
+    println!("a sharded cluster: {:?}", cluster_series(&sharded_a).last());
+    // The look-alikes: quiet for the whole 10 minutes the rules see.
+    let look_alikes = promtool_head()
+        + &promtool_series("single_a", &cluster_series(&single_a))
+        + &promtool_series("single_a_again", &cluster_series(&single_a))
+        + &promtool_series("single_b", &cluster_series(&single_b))
+        + &promtool_series("sharded_a", &cluster_series(&sharded_a))
+        + &promtool_series("sharded_a_again", &cluster_series(&sharded_a))
+        + "    alert_rule_test:\n      - eval_time: 9m\n        alertname: SnowflakeNodeIdShared\n        exp_alerts: []\n";
+    let tested = run_promtool_test("node-id-look-alikes", &look_alikes);
+    assert!(tested.contains("SUCCESS"), "{tested}");
+    // The fault: two clusters with node bits on node id 5, for 10 minutes.
+    let (summary, description) = annotations(
+        "SnowflakeNodeIdShared",
+        &[("{{ $value }}", "2"), ("{{ $labels.node_id }}", "5")],
+    );
+    let fault = promtool_head()
+        + &promtool_series("sharded_a", &cluster_series(&sharded_a))
+        + &promtool_series("sharded_b", &cluster_series(&sharded_b))
+        + &format!(
+            "    alert_rule_test:\n      - eval_time: 9m\n        alertname: SnowflakeNodeIdShared\n        exp_alerts:\n          - exp_labels: {{severity: critical, node_id: \"5\"}}\n            exp_annotations:\n              summary: {summary:?}\n              description: {description:?}\n"
+        );
+    let tested = run_promtool_test("node-id-shared", &fault);
     assert!(tested.contains("SUCCESS"), "{tested}");
 }
