@@ -208,7 +208,7 @@ COMMENT ON FUNCTION snowflake_convert_column(regclass, name, text) IS
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:285
+-- src/sql_api.rs:289
 -- snowflake_id::sql_api::snowflake_accept_floor
 CREATE  FUNCTION "snowflake_accept_floor"() RETURNS timestamp with time zone /* Option < TimestampWithTimeZone > */
 STRICT VOLATILE PARALLEL UNSAFE
@@ -217,7 +217,7 @@ AS 'MODULE_PATHNAME', 'snowflake_accept_floor_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:335
+-- src/sql_api.rs:339
 -- snowflake_id::sql_api::snowflake_citus_forget_sequence
 CREATE  FUNCTION "snowflake_citus_forget_sequence"(
 	"name" TEXT /* & str */
@@ -229,7 +229,7 @@ AS 'MODULE_PATHNAME', 'snowflake_citus_forget_sequence_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:294
+-- src/sql_api.rs:298
 -- snowflake_id::sql_api::snowflake_citus_receive_sequence
 CREATE  FUNCTION "snowflake_citus_receive_sequence"(
 	"name" TEXT, /* & str */
@@ -249,7 +249,7 @@ AS 'MODULE_PATHNAME', 'snowflake_citus_receive_sequence_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:208
+-- src/sql_api.rs:212
 -- snowflake_id::sql_api::snowflake_create_sequence
 CREATE  FUNCTION "snowflake_create_sequence"(
 	"name" TEXT, /* Option < & str > */
@@ -269,7 +269,7 @@ AS 'MODULE_PATHNAME', 'snowflake_create_sequence_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:79
+-- src/sql_api.rs:80
 -- snowflake_id::sql_api::snowflake_currval
 CREATE  FUNCTION "snowflake_currval"(
 	"seq" TEXT DEFAULT 'default' /* & str */
@@ -280,7 +280,7 @@ AS 'MODULE_PATHNAME', 'snowflake_currval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:103
+-- src/sql_api.rs:104
 -- snowflake_id::sql_api::snowflake_decode
 CREATE  FUNCTION "snowflake_decode"(
 	"id" bigint, /* i64 */
@@ -293,7 +293,7 @@ AS 'MODULE_PATHNAME', 'snowflake_decode_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:250
+-- src/sql_api.rs:254
 -- snowflake_id::sql_api::snowflake_drop_sequence
 CREATE  FUNCTION "snowflake_drop_sequence"(
 	"name" TEXT /* & str */
@@ -305,7 +305,7 @@ AS 'MODULE_PATHNAME', 'snowflake_drop_sequence_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:97
+-- src/sql_api.rs:98
 -- snowflake_id::sql_api::snowflake_from_base32
 CREATE  FUNCTION "snowflake_from_base32"(
 	"text" TEXT /* & str */
@@ -316,7 +316,7 @@ AS 'MODULE_PATHNAME', 'snowflake_from_base32_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:85
+-- src/sql_api.rs:86
 -- snowflake_id::sql_api::snowflake_lastval
 CREATE  FUNCTION "snowflake_lastval"() RETURNS bigint /* i64 */
 STRICT VOLATILE PARALLEL UNSAFE
@@ -325,7 +325,7 @@ AS 'MODULE_PATHNAME', 'snowflake_lastval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:160
+-- src/sql_api.rs:162
 -- snowflake_id::sql_api::snowflake_max_id
 CREATE  FUNCTION "snowflake_max_id"(
 	"ts" timestamp with time zone, /* TimestampWithTimeZone */
@@ -337,7 +337,7 @@ AS 'MODULE_PATHNAME', 'snowflake_max_id_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:148
+-- src/sql_api.rs:149
 -- snowflake_id::sql_api::snowflake_min_id
 CREATE  FUNCTION "snowflake_min_id"(
 	"ts" timestamp with time zone, /* TimestampWithTimeZone */
@@ -349,7 +349,7 @@ AS 'MODULE_PATHNAME', 'snowflake_min_id_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:73
+-- src/sql_api.rs:74
 -- snowflake_id::sql_api::snowflake_nextval
 CREATE  FUNCTION "snowflake_nextval"(
 	"seq" TEXT, /* & str */
@@ -361,7 +361,7 @@ AS 'MODULE_PATHNAME', 'snowflake_nextval_with_gene_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:180
+-- src/sql_api.rs:183
 -- snowflake_id::sql_api::snowflake_partition_bounds
 CREATE  FUNCTION "snowflake_partition_bounds"(
 	"ts" timestamp with time zone, /* TimestampWithTimeZone */
@@ -377,7 +377,7 @@ AS 'MODULE_PATHNAME', 'snowflake_partition_bounds_at_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:195
+-- src/sql_api.rs:199
 -- snowflake_id::sql_api::snowflake_partition_bounds
 CREATE  FUNCTION "snowflake_partition_bounds"(
 	"id" bigint, /* i64 */
@@ -393,7 +393,7 @@ AS 'MODULE_PATHNAME', 'snowflake_partition_bounds_of_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:172
+-- src/sql_api.rs:175
 -- snowflake_id::sql_api::snowflake_partition_width
 CREATE  FUNCTION "snowflake_partition_width"(
 	"span" interval, /* Interval */
@@ -405,7 +405,7 @@ AS 'MODULE_PATHNAME', 'snowflake_partition_width_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:271
+-- src/sql_api.rs:275
 -- snowflake_id::sql_api::snowflake_raise_floor
 CREATE  FUNCTION "snowflake_raise_floor"(
 	"until" timestamp with time zone /* TimestampWithTimeZone */
@@ -416,7 +416,7 @@ AS 'MODULE_PATHNAME', 'snowflake_raise_floor_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:388
+-- src/sql_api.rs:392
 -- snowflake_id::sql_api::snowflake_stats
 CREATE  FUNCTION "snowflake_stats"() RETURNS TABLE (
 	"backward_steps" bigint,  /* i64 */
@@ -445,7 +445,7 @@ AS 'MODULE_PATHNAME', 'snowflake_stats_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:139
+-- src/sql_api.rs:140
 -- snowflake_id::sql_api::snowflake_timestamp
 CREATE  FUNCTION "snowflake_timestamp"(
 	"id" bigint, /* i64 */
@@ -457,7 +457,7 @@ AS 'MODULE_PATHNAME', 'snowflake_timestamp_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:91
+-- src/sql_api.rs:92
 -- snowflake_id::sql_api::snowflake_to_base32
 CREATE  FUNCTION "snowflake_to_base32"(
 	"id" bigint /* i64 */
@@ -905,7 +905,7 @@ REVOKE EXECUTE ON FUNCTION snowflake_raise_floor(timestamptz) FROM PUBLIC;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql_api.rs:346
+-- src/sql_api.rs:350
 -- snowflake_id::sql_api::snowflake_worker_slots
 CREATE  FUNCTION "snowflake_worker_slots"() RETURNS TABLE (
 	"worker" INT,  /* i32 */

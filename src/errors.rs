@@ -31,6 +31,15 @@ impl Error {
         }
     }
 
+    /// Sends it as a WARNING to the client and the log; the call goes on.
+    pub fn warn(self) {
+        let mut report = ErrorReport::new(self.code, self.message, "snowflake_id");
+        if let Some(hint) = self.hint {
+            report = report.set_hint(hint);
+        }
+        report.report(PgLogLevel::WARNING);
+    }
+
     /// Raises the ERROR; pgrx turns the unwind into `ereport` at the function boundary, so no
     /// Rust panic crosses into PostgreSQL.
     pub fn raise(self) -> ! {
@@ -248,6 +257,43 @@ pub fn stored_layout_edited(sequence: &str) -> Error {
              creates a new one (a new ID space)."
                 .into(),
         ),
+    )
+}
+
+/// An ID decodes, under the layout it was decoded with, to a time far ahead of the clock
+/// (a WARNING: the ID was made by a sequence of another layout).
+pub fn decoded_beyond_clock(sequence: &str, id: i64, tick_start_unix_us: i64) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_WARNING,
+        format!(
+            "ID {id} decodes to {} under the layout of snowflake sequence \"{sequence}\", more \
+             than a day ahead of this server's clock: it was made by another sequence",
+            format_unix_us(tick_start_unix_us)
+        ),
+        Some(format!(
+            "Decode it with the sequence that made it: snowflake_decode(id, '<that sequence>') \
+             (snowflake_timestamp likewise); SELECT name FROM snowflake_sequences lists them. \
+             \"{sequence}\" is what a call without a sequence uses."
+        )),
+    )
+}
+
+/// A range or partition function with a sequence without node bits on a cluster whose node id
+/// is set (a WARNING: this cluster issues no ID of that sequence).
+pub fn sequence_without_node_bits(sequence: &str, node_id: i32, function: &str) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_WARNING,
+        format!(
+            "snowflake sequence \"{sequence}\" has no node bits, but snowflake_id.node_id is \
+             {node_id}: this cluster issues none of its IDs, so {function} misses the IDs it \
+             issues now"
+        ),
+        Some(format!(
+            "Pass the sequence your IDs come from: {function}(…, '<that sequence>'), and the \
+             same to snowflake_decode, snowflake_min_id, snowflake_max_id and \
+             snowflake_partition_bounds. For IDs of \"{sequence}\" made before the node id was \
+             set, this warning does not apply."
+        )),
     )
 }
 

@@ -1,6 +1,6 @@
 //! The SQL functions (docs/design.md §6).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use pgrx::prelude::*;
 use snowflake_id_core::base32;
@@ -15,6 +15,7 @@ use crate::citus;
 use crate::errors;
 use crate::gucs;
 use crate::shared_memory;
+use crate::system_clock;
 use crate::timestamps::{self, unix_us};
 
 /// Longest sequence name: PostgreSQL's identifier length.
@@ -115,7 +116,7 @@ fn snowflake_decode(
     let mut tuple = PgHeapTuple::new_composite_type_by_oid(row_type).unwrap_or_else(|error| {
         errors::internal(format!("the row type of snowflake_decode: {error}")).raise()
     });
-    let ts = timestamptz(seq, layout.tick_start_unix_us(parts.tick));
+    let ts = decoded_time(seq, &layout, id, &parts);
     let fields = [
         ("node", parts.node),
         ("worker", parts.worker),
@@ -140,7 +141,7 @@ fn snowflake_decode(
 fn snowflake_timestamp(id: i64, seq: default!(&str, "'default'")) -> TimestampWithTimeZone {
     let layout = backend::layout_of(seq);
     let parts = decompose(seq, &layout, id);
-    timestamptz(seq, layout.tick_start_unix_us(parts.tick))
+    decoded_time(seq, &layout, id, &parts)
 }
 
 /// The smallest ID of the tick containing `ts`: `id >= snowflake_min_id(ts)` selects the IDs
@@ -148,6 +149,7 @@ fn snowflake_timestamp(id: i64, seq: default!(&str, "'default'")) -> TimestampWi
 #[pg_extern(stable, parallel_safe)]
 fn snowflake_min_id(ts: TimestampWithTimeZone, seq: default!(&str, "'default'")) -> i64 {
     let layout = backend::layout_of(seq);
+    warn_if_not_this_clusters(seq, &layout, "snowflake_min_id");
     match tick_containing(&layout, ts) {
         TickOf::BeforeEpoch => 0,
         TickOf::Tick(tick) => layout.min_id_of_tick(tick).unwrap_or(i64::MAX),
@@ -160,6 +162,7 @@ fn snowflake_min_id(ts: TimestampWithTimeZone, seq: default!(&str, "'default'"))
 #[pg_extern(stable, parallel_safe)]
 fn snowflake_max_id(ts: TimestampWithTimeZone, seq: default!(&str, "'default'")) -> i64 {
     let layout = backend::layout_of(seq);
+    warn_if_not_this_clusters(seq, &layout, "snowflake_max_id");
     match tick_containing(&layout, ts) {
         TickOf::BeforeEpoch => -1,
         TickOf::Tick(tick) => layout.max_id_of_tick(tick).unwrap_or(i64::MAX),
@@ -184,6 +187,7 @@ fn snowflake_partition_bounds_at(
     seq: default!(&str, "'default'"),
 ) -> TableIterator<'static, (name!(lower, i64), name!(upper, Option<i64>))> {
     let layout = backend::layout_of(seq);
+    warn_if_not_this_clusters(seq, &layout, "snowflake_partition_bounds");
     let span = partition_span(seq, &layout, span);
     let TickOf::Tick(tick) = tick_containing(&layout, ts) else {
         errors::time_outside_sequence(seq, &layout, unix_us(ts)).raise()
@@ -503,6 +507,46 @@ fn decompose(seq: &str, layout: &Layout, id: i64) -> Parts {
     layout
         .decompose(id)
         .unwrap_or_else(|problem| errors::not_an_id_of(seq, id, &problem).raise())
+}
+
+/// How far ahead of this server's wall clock a decoded time may lie before the ID is taken for
+/// one of another layout: far beyond any lead this or another cluster's IDs can have (the lead
+/// bounds are seconds), far below the years a wrong layout gives (an ID of `'sharded'` read as
+/// `'default'` decodes about six years ahead).
+const DECODED_FUTURE_SLACK_US: i64 = 24 * 3_600 * 1_000_000;
+
+/// The start of the tick of `id` under `seq`'s layout, with a WARNING (once per statement) when
+/// it lies more than a day ahead of the wall clock: the ID was made by another layout.
+fn decoded_time(seq: &str, layout: &Layout, id: i64, parts: &Parts) -> TimestampWithTimeZone {
+    let start = layout.tick_start_unix_us(parts.tick);
+    let (wall, _) = system_clock::wall_and_monotonic_us();
+    if start.saturating_sub(wall) > DECODED_FUTURE_SLACK_US
+        && first_warning_of_statement(&DECODED_FUTURE)
+    {
+        errors::decoded_beyond_clock(seq, id, start).warn();
+    }
+    timestamptz(seq, start)
+}
+
+/// A WARNING (once per statement) when `function` is called with a sequence without node bits
+/// on a cluster whose node id is set to more than 0: none of its IDs now come from that
+/// sequence (it cannot issue any, 22023), so its ranges miss them.
+fn warn_if_not_this_clusters(seq: &str, layout: &Layout, function: &str) {
+    let node_id = gucs::NODE_ID.get();
+    if layout.node_bits == 0 && node_id > 0 && first_warning_of_statement(&NODE_BITS_MISSING) {
+        errors::sequence_without_node_bits(seq, node_id, function).warn();
+    }
+}
+
+/// When each warning was last given: the start of that statement (µs since 2000).
+static DECODED_FUTURE: AtomicI64 = AtomicI64::new(i64::MIN);
+static NODE_BITS_MISSING: AtomicI64 = AtomicI64::new(i64::MIN);
+
+/// Whether the warning last given at `last` was not given in this statement; marks it given.
+fn first_warning_of_statement(last: &AtomicI64) -> bool {
+    // SAFETY: reads this backend's statement start time, set for every statement.
+    let statement = unsafe { pg_sys::GetCurrentStatementStartTimestamp() };
+    last.swap(statement, Ordering::Relaxed) != statement
 }
 
 fn timestamptz(seq: &str, unix_us: i64) -> TimestampWithTimeZone {

@@ -111,6 +111,57 @@ fn one_cluster_to_many_as_the_readme_says() {
         count(&mut client, "SELECT count(DISTINCT id) FROM orders"),
         2000
     );
+
+    // The README's patterns without the sequence read 'default', whose layout is not the new
+    // IDs': each says so in a WARNING (once per statement) naming the way out; with the
+    // sequence, none does, and the answers are right.
+    let warnings = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let heard = warnings.clone();
+    let mut watched = postgres::Config::new()
+        .host_path(cluster.socket_dir())
+        .port(cluster.port())
+        .user("postgres")
+        .dbname("postgres")
+        .notice_callback(move |notice| {
+            heard.lock().unwrap().push(format!(
+                "{} {} | {}",
+                notice.code().code(),
+                notice.message(),
+                notice.hint().unwrap_or("")
+            ))
+        })
+        .connect(postgres::NoTls)
+        .unwrap();
+    let mut warned = |sql: &str| -> Vec<String> {
+        watched.batch_execute(sql).unwrap();
+        std::mem::take(&mut *warnings.lock().unwrap())
+    };
+    for sql in [
+        "SELECT (snowflake_decode(id)).ts FROM orders WHERE item = 'after'",
+        "SELECT count(*) FROM orders WHERE id >= snowflake_min_id(now() - interval '1 hour')",
+    ] {
+        let heard = warned(sql);
+        println!("[without the sequence] {sql}: {heard:?}");
+        assert_eq!(heard.len(), 1, "one warning per statement: {heard:?}");
+        assert!(
+            heard[0].starts_with("01000 ") && heard[0].contains("'<that sequence>'"),
+            "{heard:?}"
+        );
+    }
+    for sql in [
+        "SELECT (snowflake_decode(id, 'orders')).ts FROM orders WHERE item = 'after'",
+        "SELECT count(*) FROM orders WHERE id >= snowflake_min_id(now() - interval '1 hour', 'orders')",
+    ] {
+        assert_eq!(warned(sql), Vec::<String>::new(), "{sql}");
+    }
+    let recent = count(
+        &mut client,
+        "SELECT count(*) FROM orders WHERE id >= snowflake_min_id(now() - interval '1 hour', 'orders')",
+    );
+    assert_eq!(
+        recent, 1000,
+        "the IDs made since the switch, by the new sequence's range"
+    );
 }
 
 #[test]
