@@ -51,10 +51,30 @@ declare -A KNOWN_SOURCE_PACKAGES=(
     [17]="postgresql-17_17.11-0+deb13u1.dsc bf148ae423a982707c3f60672c3a072ef62b701bd9f5df847d9f4b8c9b3e3b18"
 )
 
+# debian_mirror: the URI of Debian's archive as this machine's own apt sources name it (the
+# first source whose release file says origin Debian, label Debian: not the security archive),
+# so that a machine behind a local mirror fetches from that mirror. No host is named here.
+debian_mirror() {
+    local mirror attempt
+    for attempt in 1 2; do
+        mirror=$(apt-cache policy | awk '
+            $1 ~ /^[0-9]+$/ && $2 ~ /:\/\// {uri = $2; next}
+            /release / && /o=Debian,/ && /l=Debian,/ && uri != "" {print uri; exit}')
+        [ -n "$mirror" ] && break
+        [ "$attempt" = 1 ] && apt-get update -qq
+    done
+    if [ -z "$mirror" ]; then
+        echo "this machine's apt sources name no source of Debian's archive (origin Debian); add one" >&2
+        return 1
+    fi
+    echo "${mirror%/}"
+}
+
 # fetch_known_source_package MAJOR: downloads the known source package of MAJOR from Debian's
 # pool into the current directory and checks the .dsc against its recorded SHA-256.
 fetch_known_source_package() {
-    local major=$1 dsc sha256 file pool="http://deb.debian.org/debian/pool/main/p/postgresql-$1"
+    local major=$1 dsc sha256 file pool
+    pool="$(debian_mirror)/pool/main/p/postgresql-$1"
     read -r dsc sha256 <<<"${KNOWN_SOURCE_PACKAGES[$major]:?no known source package for PostgreSQL $major}"
     echo "the suite's index names a version the pool does not serve; fetching $dsc instead" >&2
     curl --fail --silent --show-error --output "$dsc" "$pool/${dsc//+/%2b}"
@@ -78,11 +98,13 @@ private_apt() {
 # index for amd64 (for pgBackRest), into the private apt configuration (apt checks their
 # signatures against Debian's archive keyring).
 update_source_index() {
+    local mirror
+    mirror=$(debian_mirror)
     mkdir -p "$SOURCE_APT_DIR/lists/partial" "$SOURCE_APT_DIR/cache/archives/partial"
     cat > "$SOURCE_APT_DIR/sources.list" <<SOURCES
-deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main
-deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian sid main
-deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main
+deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror trixie main
+deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror sid main
+deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror trixie main
 SOURCES
     private_apt update -qq
 }
@@ -183,7 +205,7 @@ fetch_orig_tarball() {
         return 1
     fi
     curl --fail --silent --show-error --output "$file" \
-        "http://deb.debian.org/debian/pool/main/${1:0:1}/$1/$file"
+        "$(debian_mirror)/pool/main/${1:0:1}/$1/$file"
     echo "$sha256  $file" | sha256sum --check --quiet >&2
     echo "$file"
 }
