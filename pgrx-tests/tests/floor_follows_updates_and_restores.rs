@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use snowflake_id_cluster_tests::fixtures::{
     assert_no_id_reissued, assert_server_clock_offset, column, count, default_id_unix_ms,
-    insert_for, insert_load, install_release_0_1_0_script, load_after, Issued, DEFAULT_IDS_TABLE,
+    insert_for, insert_load, install_release_0_1_0_script, load_after, min_new_id, Issued,
+    DEFAULT_IDS_TABLE,
 };
 use snowflake_id_cluster_tests::{error_parts, Cluster, InDatabase};
 
@@ -253,16 +254,10 @@ fn app_ids(cluster: &Cluster) -> i64 {
 
 /// 20,000 new rows of `app.ids` on `cluster`: the smallest new ID.
 fn first_new_id(cluster: &Cluster) -> i64 {
-    cluster
-        .connect()
-        .query_one(
-            "WITH added AS (INSERT INTO app.ids (n) SELECT g FROM generate_series(1, 20000) g
-                            RETURNING id)
-             SELECT min(id) FROM added",
-            &[],
-        )
-        .unwrap()
-        .get(0)
+    min_new_id(
+        &mut cluster.connect(),
+        "INSERT INTO app.ids (n) SELECT g FROM generate_series(1, 20000) g",
+    )
 }
 
 /// A partial dump (one schema) carries the floor with `--extension=snowflake_id`, as the

@@ -12,7 +12,8 @@
 //! Each would have failed on 0.9.0, whose state lived in the extension's schema (`public`).
 
 use snowflake_id_cluster_tests::fixtures::{
-    assert_server_clock_offset, count, default_id_unix_ms, failure, real_now_us, text, MINUTE_US,
+    assert_server_clock_offset, count, default_id_unix_ms, failure, min_new_id, real_now_us, text,
+    MINUTE_US,
 };
 use snowflake_id_cluster_tests::{Client, Cluster};
 
@@ -327,6 +328,14 @@ fn restore_as_tenant(old: &Cluster, new: &Cluster) -> String {
     String::from_utf8_lossy(&restored.stderr).into_owned()
 }
 
+/// 20,000 new rows of the tenant's `orders`: the smallest new ID.
+fn first_new_order(tenant: &mut Client) -> i64 {
+    min_new_id(
+        tenant,
+        "INSERT INTO orders (item) SELECT 'new' FROM generate_series(1, 20000)",
+    )
+}
+
 #[test]
 fn the_owners_own_dump_restored_by_itself_carries_the_floor() {
     let old = Cluster::builder().start();
@@ -340,15 +349,7 @@ fn the_owners_own_dump_restored_by_itself_carries_the_floor() {
         "{errors}"
     );
     let mut tenant = new.connect_as("tenant_db", "tenant");
-    let min_new: i64 = tenant
-        .query_one(
-            "WITH added AS (INSERT INTO orders (item) SELECT 'new' FROM generate_series(1, 20000)
-                            RETURNING id)
-             SELECT min(id) FROM added",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let min_new = first_new_order(&mut tenant);
     println!("[tenant restore, clock 40 s behind] newest stored {max_stored}, first new {min_new}");
     assert!(min_new > max_stored, "new IDs among the restored ones");
 }
@@ -372,15 +373,7 @@ fn a_floor_beyond_the_trusted_lead_waits_for_a_superuser() {
     new.connect_to("tenant_db")
         .batch_execute("SELECT snowflake_accept_floor()")
         .unwrap();
-    let min_new: i64 = tenant
-        .query_one(
-            "WITH added AS (INSERT INTO orders (item) SELECT 'new' FROM generate_series(1, 20000)
-                            RETURNING id)
-             SELECT min(id) FROM added",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let min_new = first_new_order(&mut tenant);
     println!("[accepted] newest stored {max_stored}, first new {min_new}");
     assert!(min_new > max_stored, "new IDs among the restored ones");
 }
