@@ -69,6 +69,15 @@ GRANT INSERT ON snowflake_id_internal.snowflake_sequence_catalog TO pg_database_
 GRANT UPDATE ON SEQUENCE snowflake_id_internal.snowflake_floor,
                          snowflake_id_internal.snowflake_floor_writer TO pg_database_owner;
 
+-- Rows are only inserted, and deleted by snowflake_drop_sequence: a guard refuses every other
+-- UPDATE or DELETE, also by roles PostgreSQL lets write every table (pg_write_all_data).
+CREATE FUNCTION snowflake_id_internal.catalog_guard() RETURNS trigger
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_catalog_guard';
+REVOKE EXECUTE ON FUNCTION snowflake_id_internal.catalog_guard() FROM PUBLIC;
+CREATE TRIGGER changed_only_by_snowflake_id
+    BEFORE UPDATE OR DELETE ON snowflake_id_internal.snowflake_sequence_catalog
+    FOR EACH ROW EXECUTE FUNCTION snowflake_id_internal.catalog_guard();
+
 -- What privileged SQL calls, in the extension's own schema: the same C functions as the
 -- user-facing ones.
 CREATE FUNCTION snowflake_id_internal.nextval(seq text) RETURNS bigint

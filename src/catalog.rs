@@ -4,6 +4,7 @@
 
 use std::ffi::CStr;
 use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use pgrx::prelude::*;
 use pgrx::spi::SpiHeapTupleData;
@@ -399,20 +400,60 @@ pub fn insert(catalog: &CatalogTable, name: &str, preset: &str, layout: &Layout)
     announce_change(catalog);
 }
 
+/// Set while this backend's `delete` writes the catalog table: the table's guard trigger lets
+/// that write through and refuses every other UPDATE and DELETE (`catalog_guard`).
+static DELETING: AtomicBool = AtomicBool::new(false);
+
+/// The guard trigger of the catalog table, `BEFORE UPDATE OR DELETE … FOR EACH ROW`
+/// (`sql/snowflake_id--0.9.0--0.10.0.sql`): rows are only ever inserted, and deleted by
+/// `snowflake_drop_sequence` (and on a Citus worker `snowflake_citus_forget_sequence`), so a
+/// row changed or deleted by hand, by whoever may write the table (a member of
+/// `pg_write_all_data`), would change a layout that issued IDs: 55000. A bare version-1 C
+/// function, declared in the extension's own schema only.
+///
+/// # Safety
+/// PostgreSQL calls it as a row trigger, with `fcinfo->context` its `TriggerData`.
+#[no_mangle]
+#[pg_guard]
+pub unsafe extern "C-unwind" fn snowflake_catalog_guard(
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> pg_sys::Datum {
+    // SAFETY: called by the trigger manager (see above), whose context is a TriggerData.
+    let trigger = unsafe { (*fcinfo).context.cast::<pg_sys::TriggerData>() };
+    // SAFETY: a row trigger's event and tuple, valid for this call.
+    let (event, row) = unsafe { ((*trigger).tg_event, (*trigger).tg_trigtuple) };
+    let deleting = event & pg_sys::TRIGGER_EVENT_OPMASK == pg_sys::TRIGGER_EVENT_DELETE;
+    if !(deleting && DELETING.load(Ordering::Relaxed)) {
+        errors::catalog_written_by_hand(if deleting { "DELETE" } else { "UPDATE" }).raise();
+    }
+    pg_sys::Datum::from(row)
+}
+
+/// Version-1 calling convention of `snowflake_catalog_guard`, which PostgreSQL looks up.
+#[no_mangle]
+pub extern "C" fn pg_finfo_snowflake_catalog_guard() -> &'static pg_sys::Pg_finfo_record {
+    static VERSION_1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &VERSION_1
+}
+
 /// Deletes sequence `name`; returns whether it existed.
 pub fn delete(catalog: &CatalogTable, name: &str) -> bool {
     let query = format!(
         "DELETE FROM {} WHERE name OPERATOR(pg_catalog.=) $1",
         catalog.qualified_name()
     );
-    let deleted =
+    DELETING.store(true, Ordering::Relaxed);
+    let deleted = PgTryBuilder::new(|| {
         Spi::connect_mut(|client| client.update(&query, None, &[name.into()]).map(|t| t.len()))
-            .unwrap_or_else(|error| {
-                errors::internal(format!(
-                    "could not drop snowflake sequence \"{name}\": {error}"
-                ))
-                .raise()
-            });
+    })
+    .finally(|| DELETING.store(false, Ordering::Relaxed))
+    .execute()
+    .unwrap_or_else(|error| {
+        errors::internal(format!(
+            "could not drop snowflake sequence \"{name}\": {error}"
+        ))
+        .raise()
+    });
     if deleted > 0 {
         announce_change(catalog);
     }

@@ -243,6 +243,22 @@ pub fn stored_layout_invalid(sequence: &str, problem: &dyn std::fmt::Display) ->
     )
 }
 
+/// A row of the catalog table updated or deleted other than by the extension's functions.
+pub fn catalog_written_by_hand(command: &str) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "{command} of snowflake_id_internal.snowflake_sequence_catalog: a snowflake \
+             sequence's layout never changes, and only snowflake_drop_sequence removes one"
+        ),
+        Some(
+            "Create a new sequence with snowflake_create_sequence, or drop one with \
+             snowflake_drop_sequence (its name then starts a new ID space)."
+                .into(),
+        ),
+    )
+}
+
 /// The sequence's catalog row was changed in place (the extension only inserts and deletes).
 pub fn stored_layout_edited(sequence: &str) -> Error {
     Error::new(

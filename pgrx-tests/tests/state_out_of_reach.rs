@@ -233,15 +233,31 @@ fn routine_grants_reach_no_state_and_pg_write_all_data_moves_no_other_database()
         assert_eq!(code, "42501", "{statement}: {message}");
     }
 
-    // pg_write_all_data can write the catalog: a layout changed in place is refused when read.
+    // pg_write_all_data may write every table: the catalog's guard refuses an UPDATE or a
+    // DELETE that is not the extension's (inserting is creating a sequence: it changes none).
     let mut etl = cluster.connect_as("postgres", "etl");
-    etl.batch_execute(
+    for statement in [
         "UPDATE snowflake_id_internal.snowflake_sequence_catalog \
          SET epoch = epoch + interval '10 s' WHERE name = 'web'",
-    )
-    .unwrap();
+        "DELETE FROM snowflake_id_internal.snowflake_sequence_catalog WHERE name = 'web'",
+    ] {
+        let (code, message, _) = failure(&mut etl, statement);
+        println!("[pg_write_all_data] {statement}: {code} {message}");
+        assert_eq!(code, "55000", "{statement}: {message}");
+    }
+    assert!(count(&mut admin, "SELECT snowflake_nextval('web')") > 0);
+    // A row changed in place past the guard (only a superuser can: triggers off for the
+    // session) is refused when read.
+    admin
+        .batch_execute(
+            "SET session_replication_role = replica;
+             UPDATE snowflake_id_internal.snowflake_sequence_catalog
+                SET epoch = epoch + interval '10 s' WHERE name = 'web';
+             RESET session_replication_role;",
+        )
+        .unwrap();
     let (code, message, hint) = failure(&mut cluster.connect(), "SELECT snowflake_nextval('web')");
-    println!("[pg_write_all_data] edited layout: {code} {message} (hint: {hint})");
+    println!("[a superuser past the guard] edited layout: {code} {message} (hint: {hint})");
     assert_eq!(code, "XX001");
     assert!(message.contains("changed in place"), "{message}");
 
@@ -295,13 +311,18 @@ fn tenant_database(cluster: &Cluster) -> i64 {
     }
     cluster
         .connect_to("tenant_db")
-        .batch_execute("CREATE EXTENSION snowflake_id")
+        .batch_execute(
+            "CREATE EXTENSION snowflake_id;
+             SELECT snowflake_create_sequence('web', 'js53');",
+        )
         .unwrap();
     let mut tenant = cluster.connect_as("tenant_db", "tenant");
     tenant
         .batch_execute(
             "CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), item text);
-             INSERT INTO orders (item) SELECT 'dumped' FROM generate_series(1, 20000);",
+             INSERT INTO orders (item) SELECT 'dumped' FROM generate_series(1, 20000);
+             CREATE TABLE visits (id bigint PRIMARY KEY DEFAULT snowflake_nextval('web'));
+             INSERT INTO visits SELECT FROM generate_series(1, 100);",
         )
         .unwrap();
     tenant
@@ -352,6 +373,21 @@ fn the_owners_own_dump_restored_by_itself_carries_the_floor() {
     let min_new = first_new_order(&mut tenant);
     println!("[tenant restore, clock 40 s behind] newest stored {max_stored}, first new {min_new}");
     assert!(min_new > max_stored, "new IDs among the restored ones");
+    // The sequence a superuser created there came with the dump (a catalog row the owner's
+    // restore inserted), with its layout.
+    let fingerprint = |cluster: &Cluster| {
+        text(
+            &mut cluster.connect_to("tenant_db"),
+            "SELECT fingerprint FROM snowflake_sequences WHERE name = 'web'",
+        )
+    };
+    assert_eq!(fingerprint(&new), fingerprint(&old));
+    let above = count(
+        &mut tenant,
+        "WITH added AS (INSERT INTO visits SELECT FROM generate_series(1, 100) RETURNING id)
+         SELECT count(*) FROM added WHERE id > (SELECT max(id) FROM visits)",
+    );
+    assert_eq!(above, 100, "new IDs of 'web' above the restored ones");
 }
 
 #[test]
