@@ -190,16 +190,23 @@ impl Cluster {
     }
 
     pub fn start(&mut self) {
+        self.try_start()
+            .unwrap_or_else(|failure| panic!("pg_ctl start failed: {failure}"));
+    }
+
+    /// Starts the server; what pg_ctl and the server log said when it does not start.
+    pub fn try_start(&mut self) -> Result<(), String> {
         let log = self.dir.join("server.log");
-        self.server_command("pg_ctl", |command| {
+        self.try_server_command("pg_ctl", |command| {
             command
                 .arg("--pgdata")
                 .arg(&self.data)
                 .arg("--log")
                 .arg(&log);
             command.args(["--wait", "--timeout=60", "start"]);
-        });
+        })?;
         self.running = true;
+        Ok(())
     }
 
     /// Stops the server with `mode` (`fast`, `smart` or `immediate`).
@@ -231,6 +238,17 @@ impl Cluster {
 
     /// Runs a server binary (as the server user) with this cluster's environment.
     pub(crate) fn server_command(&self, program: &str, configure: impl FnOnce(&mut Command)) {
+        self.try_server_command(program, configure)
+            .unwrap_or_else(|failure| panic!("{program} failed: {failure}"));
+    }
+
+    /// Runs `program` of this installation as the server's user; on failure, its output and
+    /// the server log's tail.
+    fn try_server_command(
+        &self,
+        program: &str,
+        configure: impl FnOnce(&mut Command),
+    ) -> Result<(), String> {
         let mut command = if is_root() {
             let mut command = Command::new("runuser");
             command.args(["-u", SERVER_USER, "--", "env"]);
@@ -248,12 +266,10 @@ impl Cluster {
         let output = command
             .output()
             .unwrap_or_else(|error| panic!("run {program}: {error}"));
-        if !output.status.success() {
-            panic!(
-                "{program} failed: {}\n{}",
-                describe(&output),
-                self.log_tail()
-            );
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(format!("{}\n{}", describe(&output), self.log_tail()))
         }
     }
 }

@@ -3,11 +3,13 @@
 //! streaming standby and tables keyed by snowflake IDs (one partitioned, one under another
 //! schema). The defaults are listed and replaced, the extension dropped, the primary restarted
 //! without the library at a clean shutdown, the standby after it replayed that shutdown; then
-//! each server crashes and comes back without the library, and new rows keep unique keys.
+//! each server crashes and comes back without the library, and new rows keep unique keys. The
+//! same with a crash after each step, the recovery of a primary that crashed before its clean
+//! restart, and the reservation file deleted; and step 2 under eight writers.
 
 use std::time::Duration;
 
-use snowflake_id_cluster_tests::fixtures::{count, doc_sql_blocks};
+use snowflake_id_cluster_tests::fixtures::{count, doc_code_blocks, doc_sql_blocks};
 use snowflake_id_cluster_tests::{Client, Cluster};
 
 /// The defaults that still call the extension (the section's first query).
@@ -119,6 +121,88 @@ fn removal_as_the_reference_says_completes_and_survives_a_crash() {
     println!("[removal] both servers restarted and crashed without the library; 4,000 unique keys");
 }
 
+/// The reference's removal with a crash after each step: after steps 2 and 3 the server comes
+/// back with the library still listed; after the edit of step 4 but before its clean restart,
+/// a crash leaves WAL only the library can replay, so the server does not start without it, and
+/// the reference's recovery (the library back, a start, out again, a clean restart) brings it
+/// back; after step 4 a crash recovers without the library; step 7 deletes the reservation file.
+#[test]
+fn removal_survives_a_crash_after_each_step() {
+    let blocks = doc_sql_blocks("docs/reference.md", "Removing snowflake_id");
+    let (replace, drop_extension) = (&blocks[1], &blocks[2]);
+    let setup = "CREATE EXTENSION snowflake_id;
+         CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), item text);
+         INSERT INTO orders (item) SELECT 'before' FROM generate_series(1, 1000);";
+
+    // Steps 2 and 3, a crash after each: the library is still listed, so it replays its WAL.
+    let mut cluster = Cluster::builder().start();
+    cluster.connect().batch_execute(setup).unwrap();
+    for step in [replace, drop_extension] {
+        cluster.connect().batch_execute(step).unwrap();
+        cluster.stop("immediate");
+        cluster.start();
+    }
+    assert_eq!(
+        count(&mut cluster.connect(), "SELECT count(*) FROM orders"),
+        1000
+    );
+    drop(cluster);
+
+    // IDs, steps 2 and 3, the edit of step 4, and a crash before the clean restart.
+    let mut cluster = Cluster::builder().start();
+    cluster.connect().batch_execute(setup).unwrap();
+    cluster.connect().batch_execute(replace).unwrap();
+    cluster.connect().batch_execute(drop_extension).unwrap();
+    without_library(&cluster);
+    cluster.stop("immediate");
+    let failure = cluster
+        .try_start()
+        .expect_err("a crash before the clean restart leaves WAL that needs the library");
+    println!(
+        "[removal, crash before the clean restart] {}",
+        failure
+            .lines()
+            .filter(|line| line.contains("resource manager"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    assert!(
+        failure.contains("resource manager with ID 176 not registered"),
+        "{failure}"
+    );
+    // The reference's recovery.
+    cluster.append_config("shared_preload_libraries = 'snowflake_id'");
+    cluster.start();
+    without_library(&cluster);
+    cluster.stop("fast");
+    cluster.start();
+    cluster.stop("immediate");
+    cluster.start();
+
+    // Step 7, as the reference writes it.
+    let delete_file = doc_code_blocks("docs/reference.md", "Removing snowflake_id", "sh");
+    assert_eq!(delete_file.len(), 1, "{delete_file:?}");
+    let file = cluster.data_dir().join("snowflake_id.reservation");
+    assert!(file.exists(), "the reservation file before step 7");
+    let deleted = std::process::Command::new("bash")
+        .args(["-c", &delete_file[0]])
+        .env("PGDATA", cluster.data_dir())
+        .output()
+        .unwrap();
+    assert!(deleted.status.success(), "{deleted:?}");
+    assert!(!file.exists(), "step 7 deletes the reservation file");
+    cluster.stop("fast");
+    cluster.start();
+    let mut client = cluster.connect();
+    client
+        .batch_execute("INSERT INTO orders (item) SELECT 'after' FROM generate_series(1, 1000)")
+        .unwrap();
+    assert_eq!(
+        count(&mut client, "SELECT count(DISTINCT id) FROM orders"),
+        2000
+    );
+}
+
 /// Step 2 (replace the defaults) while eight sessions insert: each table is locked before its
 /// largest ID is read, so no insert lands between that read and the new default. 0.9.0's
 /// block read `max(id)` unlocked: 5-15 IDs were stored twice, and keyed inserts failed with
@@ -167,9 +251,11 @@ fn replacing_the_defaults_under_eight_writers_stores_no_id_twice() {
         inserted += rows;
         failures.extend(failed);
     }
+    // Per column: after the switch each table counts on from its own largest ID.
     let twice = count(
         &mut client,
-        "SELECT count(*) - count(DISTINCT id) FROM (SELECT id FROM keyed UNION ALL SELECT id FROM unkeyed) AS ids",
+        "SELECT (SELECT count(*) - count(DISTINCT id) FROM keyed)
+              + (SELECT count(*) - count(DISTINCT id) FROM unkeyed)",
     );
     println!(
         "[removal under writers] {inserted} rows inserted, {twice} IDs stored twice, {} failed inserts",
