@@ -242,8 +242,9 @@ impl DatabaseFloor {
             // A value the extension did not write (a restore, pg_upgrade), where a role that is
             // not a superuser may write the relation (the database's owner, a member of
             // pg_write_all_data, a grant), moves the server's IDs at most the trusted lead
-            // ahead of the wall clock, which no write moves; beyond it this database issues no
-            // ID until a superuser accepts it. Where only superusers can write it, it is theirs.
+            // ahead of the wall clock, which no write moves; beyond it the sessions of this
+            // database that read it issue no ID until a superuser accepts it or sets it back.
+            // Where only superusers can write it, it is theirs.
             let (wall, _) = system_clock::wall_and_monotonic_us();
             let limit = trusted_lead_us();
             if floor > shared.durable_floor()
