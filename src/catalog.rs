@@ -200,9 +200,10 @@ impl Extension {
     }
 }
 
-/// The schema that holds the extension's state (sql/snowflake_id--0.9.0--0.10.0.sql creates
-/// it, so only superusers own or can create anything in it).
-const INTERNAL_SCHEMA: &CStr = c"snowflake_id_internal";
+/// The schema that holds the extension's state and the functions its privileged code calls
+/// (sql/snowflake_id--0.9.0--0.10.0.sql creates it, so only superusers own or can create
+/// anything in it).
+pub const INTERNAL_SCHEMA: &CStr = c"snowflake_id_internal";
 
 const ACCESS_SHARE: pg_sys::LOCKMODE = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
 

@@ -16,11 +16,14 @@ use snowflake_id_core::layout::Layout;
 use crate::catalog::{self, CatalogTable};
 use crate::errors;
 
-/// The schema of the functions the commands sent to the workers call: the extension's own,
-/// where only superusers can create anything (on every node), since Citus runs them there as
-/// the superuser that owns the calling function. A function named in the extension's schema
-/// could be a look-alike that a worker database's owner planted after renaming it.
-const INTERNAL_SCHEMA: &str = "snowflake_id_internal";
+/// The schema of the functions the commands sent to the workers call: the extension's own
+/// (`catalog::INTERNAL_SCHEMA`), where only superusers can create anything (on every node),
+/// since Citus runs them there as the superuser that owns the calling function. A function
+/// named in the extension's schema could be a look-alike that a worker database's owner
+/// planted after renaming it.
+fn internal_schema() -> std::borrow::Cow<'static, str> {
+    catalog::INTERNAL_SCHEMA.to_string_lossy()
+}
 
 /// What this database is in a Citus cluster.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -94,7 +97,8 @@ impl Role {
     pub fn propagate_drop(self, name: &str) {
         if self == Role::Coordinator {
             send_to_workers(&format!(
-                "SELECT {INTERNAL_SCHEMA}.citus_forget_sequence({})",
+                "SELECT {}.citus_forget_sequence({})",
+                internal_schema(),
                 quote_literal(name)
             ));
         }
@@ -105,7 +109,8 @@ impl Role {
 /// read through Citus's `run_command_on_workers` (its own connections: a plain read).
 fn workers_with_another_layout(name: &str) -> Option<String> {
     let fingerprint = format!(
-        "SELECT {INTERNAL_SCHEMA}.fingerprint({})",
+        "SELECT {}.fingerprint({})",
+        internal_schema(),
         quote_literal(name)
     );
     Spi::connect(|client| {
@@ -132,7 +137,8 @@ fn workers_with_another_layout(name: &str) -> Option<String> {
 /// (`snowflake_citus_receive_sequence`, through its copy in the extension's own schema).
 fn receive_command(name: &str, preset: &str, layout: &Layout) -> String {
     format!(
-        "SELECT {INTERNAL_SCHEMA}.citus_receive_sequence({}, {}, {}, {}, {}, {}, {}, {}, {})",
+        "SELECT {}.citus_receive_sequence({}, {}, {}, {}, {}, {}, {}, {}, {})",
+        internal_schema(),
         quote_literal(name),
         quote_literal(preset),
         layout.epoch_unix_us,
