@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Debian package of snowflake_id for one PostgreSQL major (default
 # $SNOWFLAKE_PG_MAJOR, else 15) from a release build (`cargo pgrx package`):
-#   target/package/postgresql-<major>-snowflake-id_<version>_<arch>.deb
+#   target/package/postgresql-<major>-snowflake-id_<package version>_<arch>.deb
+# (the package version: common.sh's debian_package_version; the extension's is Cargo.toml's)
 # for Debian's and PGDG's layout (/usr/lib/postgresql/<major>/lib,
 # /usr/share/postgresql/<major>/extension), depending on postgresql-<major> and the C libraries
 # the library links (dpkg-shlibdeps), with a copyright file and a changelog, its library
@@ -21,6 +22,7 @@ install_postgres_major "$PG_MAJOR"
 install_cargo_pgrx
 
 VERSION=$(cargo_package_version)
+PACKAGE_VERSION=$(debian_package_version)
 ARCH=$(dpkg --print-architecture)
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
 PGRX_OUT=$TARGET_DIR/release/snowflake_id-pg$PG_MAJOR
@@ -43,10 +45,11 @@ for file in "$($PG_CONFIG --pkglibdir)/snowflake_id.so" \
     fi
 done
 PACKAGE=postgresql-$PG_MAJOR-snowflake-id
-STAGING=$TARGET_DIR/package/${PACKAGE}_${VERSION}_$ARCH
-DEB=$TARGET_DIR/package/${PACKAGE}_${VERSION}_$ARCH.deb
+STAGING=$TARGET_DIR/package/${PACKAGE}_${PACKAGE_VERSION}_$ARCH
+DEB=$TARGET_DIR/package/${PACKAGE}_${PACKAGE_VERSION}_$ARCH.deb
 step "dpkg-deb --build -> $DEB"
-rm -rf "$STAGING" "$DEB"
+# (and the packages of earlier builds of this major)
+rm -rf "$TARGET_DIR/package/${PACKAGE}"_*_"$ARCH" "$TARGET_DIR/package/${PACKAGE}"_*_"$ARCH.deb"
 mkdir -p "$STAGING/DEBIAN"
 cp -a "$PGRX_OUT/." "$STAGING/"
 # No debugging symbols in the package (lintian: unstripped-binary-or-object).
@@ -78,7 +81,7 @@ if [ -z "$release_date" ]; then
     exit 1
 fi
 cat > "$DOC/changelog" <<CHANGELOG
-$PACKAGE ($VERSION) unstable; urgency=medium
+$PACKAGE ($PACKAGE_VERSION) unstable; urgency=medium
 
   * snowflake_id $VERSION for PostgreSQL $PG_MAJOR. What it changes, and what
     updating to it asks of an operator: CHANGELOG.md.gz beside this file.
@@ -106,7 +109,7 @@ fi
 installed_size=$(du -sk --exclude=DEBIAN "$STAGING" | cut -f1)
 cat > "$STAGING/DEBIAN/control" <<CONTROL
 Package: $PACKAGE
-Version: $VERSION
+Version: $PACKAGE_VERSION
 Architecture: $ARCH
 Maintainer: $MAINTAINER
 Installed-Size: $installed_size

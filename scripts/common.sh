@@ -7,6 +7,7 @@
 #   require_cargo            puts rustup's cargo on PATH, or stops when there is none
 #   apt_install_missing PKG… installs the Debian packages among PKG… not installed yet
 #   cargo_package_version    the extension's version (Cargo.toml's [package] version)
+#   debian_package_version   the version of the Debian packages built from this tree
 #   PG_MAJOR, PG_CONFIG      the major the scripts' own clusters run on ($SNOWFLAKE_PG_MAJOR,
 #                            default 15) and its pg_config
 # and, from install-postgres.sh, the supported majors and where each comes from.
@@ -72,9 +73,38 @@ apt_install_missing_services() {
 }
 
 # (Also the extension's default_version: cargo-pgrx and install_extension_files fill it in.)
+# cargo_package_version [TREE]: of TREE's Cargo.toml (default: this repository's).
 cargo_package_version() {
     awk -F'"' '/^\[/ { section = $0 } section == "[package]" && /^version *=/ { print $2; exit }' \
-        "$(dirname "${BASH_SOURCE[0]}")/../Cargo.toml"
+        "${1:-$(dirname "${BASH_SOURCE[0]}")/..}/Cargo.toml"
+}
+
+# debian_package_version [TREE]: the version of the Debian packages built from TREE (default:
+# this repository), by Debian's convention for snapshots: the release's version for a clean
+# checkout of its tag v<version> (or a tree outside git, such as the PGXN archive); otherwise
+# <version>+git<UTC time of HEAD's commit>.<HEAD's short hash>, and for a tree whose files differ
+# from HEAD <version>+git<UTC build time, after HEAD's>.dirty. That sorts above the release it
+# follows (0.10.0) and below the next (0.10.1, 0.11.0), and a later commit, or a later build of
+# changed files, above an earlier one: installing a rebuild replaces the installed package.
+# (Short: lintian wants package file names of at most 80 characters, counted with the longest
+# architecture name.)
+debian_package_version() {
+    local tree=${1:-$(dirname "${BASH_SOURCE[0]}")/..} version head_time build_time
+    version=$(cargo_package_version "$tree")
+    if [ ! -e "$tree/.git" ]; then
+        echo "$version"
+        return
+    fi
+    head_time=$(git -C "$tree" log -1 --format=%ct HEAD)
+    if [ -n "$(git -C "$tree" status --porcelain)" ]; then
+        build_time=$(date -u +%s)
+        [ "$build_time" -gt "$head_time" ] || build_time=$((head_time + 1))
+        echo "$version+git$(date -u -d "@$build_time" +%Y%m%d%H%M%S).dirty"
+    elif [ -n "$(git -C "$tree" tag --points-at HEAD --list "v$version")" ]; then
+        echo "$version"
+    else
+        echo "$version+git$(date -u -d "@$head_time" +%Y%m%d%H%M%S).$(git -C "$tree" rev-parse --short=7 HEAD)"
+    fi
 }
 
 source "$(dirname "${BASH_SOURCE[0]}")/install-postgres.sh"

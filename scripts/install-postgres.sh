@@ -9,9 +9,10 @@
 # own apt sources stay as they are. Every major lives in Debian's (and PGDG's) layout:
 # /usr/lib/postgresql/<major>/{bin,lib}, /usr/share/postgresql/<major>,
 # /usr/include/postgresql/<major>/server. A source-built major is installed as a local Debian
-# package named as Debian's (postgresql-<major>, version <Debian's>+snowflake1), so the
+# package named as Debian's (postgresql-<major>, version <Debian's>+snowflake2), so the
 # extension's package, which depends on postgresql-<major>, installs on it as it would on
-# PGDG's; it is skipped when that package is already installed.
+# PGDG's; it is skipped when that package is already installed, unless it is an older local
+# build (another +snowflake<N>), which is rebuilt and replaced.
 
 SUPPORTED_PG_MAJORS=(15 17 18)
 SOURCE_APT_DIR=/var/lib/snowflake_id/apt
@@ -24,10 +25,16 @@ SOURCE_PG_CONFIGURE_OPTIONS=(--with-openssl --with-icu --with-lz4 --with-zstd --
 SOURCE_PG_BUILD_PACKAGES=(bison flex libssl-dev libicu-dev liblz4-dev libzstd-dev uuid-dev
                           libxml2-dev libreadline-dev zlib1g-dev dpkg-dev curl)
 # What the local package of a source-built major needs at run time (the libraries of the
-# options above); Debian 12 has them all.
-SOURCE_PG_RUNTIME_DEPENDS="libc6, libssl3, libicu72, liblz4-1, libzstd1, libuuid1, libxml2, libreadline8, zlib1g"
+# options above, and postgresql-common, which makes the socket directory and has
+# pg_createcluster); Debian 12 has them all.
+SOURCE_PG_RUNTIME_DEPENDS="postgresql-common, libc6, libssl3, libicu72, liblz4-1, libzstd1, libuuid1, libxml2, libreadline8, zlib1g"
 # The suffix of the local packages' versions: never taken for Debian's or PGDG's own build.
-SOURCE_PG_VERSION_SUFFIX=+snowflake1
+# Raised whenever the build changes (2: Debian's socket directory), so that machines holding an
+# older local build rebuild it.
+SOURCE_PG_VERSION_SUFFIX=+snowflake2
+# Where Debian's servers and clients (and postgresql-common's pg_createcluster) put the Unix
+# socket; the upstream default is /tmp.
+DEBIAN_SOCKET_DIR=/var/run/postgresql
 
 # pg_config_of MAJOR: the pg_config of that major's installation (Debian's layout).
 pg_config_of() {
@@ -118,16 +125,20 @@ ensure_source_index() {
 
 # install_postgres_from_source MAJOR: fetches and builds PostgreSQL MAJOR from Debian's source
 # package in Debian's layout, and installs it as the local package postgresql-MAJOR (see the top
-# of this file), unless a package of that name is already installed (a local one, or Debian's or
+# of this file), unless a package of that name is already installed (this build, or Debian's or
 # PGDG's own).
 install_postgres_from_source() {
-    local major=$1 suite source_dir build="$SOURCE_BUILD_DIR/$1" staging dsc version
-    if dpkg-query -W -f='${Status}' "postgresql-$major" 2>/dev/null | grep -q "install ok installed" \
-            && [ -x "$(pg_config_of "$major")" ]; then
-        return 0
+    local major=$1 suite source_dir build="$SOURCE_BUILD_DIR/$1" staging dsc version installed
+    installed=$(dpkg-query -W -f='${Status}|${Version}' "postgresql-$major" 2>/dev/null || true)
+    if [ "${installed%%|*}" = "install ok installed" ] && [ -x "$(pg_config_of "$major")" ]; then
+        case ${installed#*|} in
+            *"$SOURCE_PG_VERSION_SUFFIX") return 0 ;;
+            *+snowflake[0-9]*) echo "postgresql-$major ${installed#*|} is an older local build: rebuilding" >&2 ;;
+            *) return 0 ;;
+        esac
     fi
     suite=$(debian_suite_of "$major")
-    apt_install_missing "${SOURCE_PG_BUILD_PACKAGES[@]}"
+    apt_install_missing "${SOURCE_PG_BUILD_PACKAGES[@]}" postgresql-common
     step "PostgreSQL $major from Debian's source package postgresql-$major ($suite) -> local package postgresql-$major"
     update_source_index
     rm -rf "$build"
@@ -141,6 +152,12 @@ install_postgres_from_source() {
         private_apt source --download-only -qq "postgresql-$major/$suite" \
             || fetch_known_source_package "$major"
         dpkg-source --skip-patches -x postgresql-"$major"_*.dsc source >/dev/null
+        # The one Debian patch this build takes, as a check that fails when upstream changes:
+        # the socket directory of servers and clients (libpq) is Debian's.
+        sed -i "s|^#define DEFAULT_PGSOCKET_DIR  \"/tmp\"\$|#define DEFAULT_PGSOCKET_DIR  \"$DEBIAN_SOCKET_DIR\"|" \
+            source/src/include/pg_config_manual.h
+        grep -q "^#define DEFAULT_PGSOCKET_DIR  \"$DEBIAN_SOCKET_DIR\"\$" source/src/include/pg_config_manual.h \
+            || { echo "pg_config_manual.h: DEFAULT_PGSOCKET_DIR not found as expected" >&2; exit 1; }
     )
     source_dir="$build/source"
     staging="$build/package"
@@ -166,7 +183,7 @@ install_postgres_from_source() {
     version=${dsc#postgresql-"$major"_}$SOURCE_PG_VERSION_SUFFIX
     mkdir -p "$staging/DEBIAN" "$staging/usr/share/doc/postgresql-$major"
     {
-        echo "source package: $dsc.dsc (Debian's patches left out)"
+        echo "source package: $dsc.dsc (Debian's patches left out; socket directory $DEBIAN_SOCKET_DIR)"
         echo "configure: Debian's layout, ${SOURCE_PG_CONFIGURE_OPTIONS[*]}"
         "$staging/usr/lib/postgresql/$major/bin/postgres" --version
     } > "$staging/usr/share/doc/postgresql-$major/BUILD-INFO"

@@ -86,7 +86,7 @@ pub(crate) fn describe(output: &Output) -> String {
 /// (a pg_auto_failover monitor and its first node once got the same one), and the tests run in
 /// several processes at once (cargo-nextest). A port is claimed by creating a file named after
 /// it in a directory all test processes share; claims older than a day are taken as stale.
-pub(crate) fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     let claims = std::env::temp_dir().join("snowflake-test-ports");
     std::fs::create_dir_all(&claims).expect("create the port claims' directory");
     loop {

@@ -50,4 +50,5 @@ pub use assertions::{error_parts, wait_until};
 pub use builder::ClusterBuilder;
 pub use cluster::{Cluster, InDatabase, Server};
 pub use faults::backend_pid;
+pub use host::free_port;
 pub use installation::{pg_config, pg_config_program, pg_major, postgres_bin_dir};

@@ -6,8 +6,9 @@
 //! A server with four generating sessions keeps running while (1) a different build of the
 //! library (the `#[pg_test]` debug build that `cargo pgrx test pgN` leaves in `target/debug`) is
 //! installed the way that step installs it (`scripts/pgrx-sudo/sudo cp`), and (2) the package is
-//! installed over it with `install_package` of `scripts/safe-install.sh`, as a package upgrade
-//! (the Debian package, rebuilt with a higher version). It
+//! installed over it with `apt-get install ./….deb`, as a package upgrade (the Debian package
+//! with the version a build of the next commit gets, which apt must take over the installed
+//! one). It
 //! asserts the postmaster and every session survive and keep issuing IDs after each install,
 //! no ID twice, and that after a restart the server runs on the package's library and
 //! continues above. Finally the package the test command installed is put back as it was.
@@ -17,8 +18,10 @@ use std::thread::sleep;
 use std::time::Duration;
 
 use snowflake_id_cluster_tests::fixtures::{
-    assert_table_consistent, check_runs, command_output, count, extension_crate_version,
-    generate_while, insert_batch, package_path, real_now_us, workspace_root, IDS_TABLE,
+    assert_table_consistent, check_runs, clone_head, command_output, commit_at, count,
+    debian_package_version_of, dpkg_version_compares, extension_crate_version, generate_while,
+    head_commit_time, insert_batch, package_file_version, package_path, real_now_us,
+    workspace_root, IDS_TABLE,
 };
 use snowflake_id_cluster_tests::{pg_config, pg_major, Cluster};
 
@@ -61,9 +64,20 @@ fn test_build_library() -> PathBuf {
     library
 }
 
-/// The same Debian package with version `<version>+upgrade`, so that installing it is a
-/// package upgrade.
-fn upgraded_package(package: &Path, directory: &Path) -> PathBuf {
+/// The same Debian package with the version a build of the next commit gets
+/// (`debian_package_version` of scripts/common.sh in a scratch clone with one more commit, made
+/// now: after the installed package was built, also from a tree with uncommitted changes), so
+/// that installing it is the package upgrade a rebuild is.
+fn rebuilt_package(package: &Path, directory: &Path) -> (PathBuf, String) {
+    let tree = clone_head(directory);
+    let now = real_now_us() / 1_000_000;
+    commit_at(&tree, now.max(head_commit_time(&tree)) + 1);
+    let rebuilt_version = debian_package_version_of(&tree);
+    let installed_version = package_file_version(package);
+    assert!(
+        dpkg_version_compares(&rebuilt_version, "gt", &installed_version),
+        "a rebuild's version {rebuilt_version} does not sort above {installed_version}"
+    );
     let root = directory.join("deb-root");
     let dpkg_deb = Path::new("dpkg-deb");
     run(
@@ -76,29 +90,49 @@ fn upgraded_package(package: &Path, directory: &Path) -> PathBuf {
     );
     let control = root.join("DEBIAN/control");
     let text = std::fs::read_to_string(&control).unwrap();
-    let version = extension_crate_version();
     let bumped = text.replace(
-        &format!("\nVersion: {version}\n"),
-        &format!("\nVersion: {version}+upgrade\n"),
+        &format!("\nVersion: {installed_version}\n"),
+        &format!("\nVersion: {rebuilt_version}\n"),
     );
     assert_ne!(
         bumped,
         text,
-        "no Version: {version} in {}",
+        "no Version: {installed_version} in {}",
         control.display()
     );
     std::fs::write(&control, bumped).unwrap();
-    let upgraded = directory.join("upgraded.deb");
+    let rebuilt = directory.join("rebuilt.deb");
     run(
         dpkg_deb,
         &[
             "--root-owner-group",
             "--build",
             root.to_str().unwrap(),
-            upgraded.to_str().unwrap(),
+            rebuilt.to_str().unwrap(),
         ],
     );
-    upgraded
+    (rebuilt, rebuilt_version)
+}
+
+/// Installs a rebuilt package as its users do, `apt-get install ./….deb`, and checks that apt
+/// replaced the installed package with it (not "already the newest version").
+fn apt_get_install(package: &Path, version: &str) -> Result<(), String> {
+    command_output(
+        "env",
+        &[
+            "DEBIAN_FRONTEND=noninteractive",
+            "apt-get",
+            "install",
+            "--yes",
+            package.to_str().unwrap(),
+        ],
+    )?;
+    let name = format!("postgresql-{}-snowflake-id", pg_major());
+    let installed = command_output("dpkg-query", &["--show", "--showformat=${Version}", &name])?;
+    if installed != version {
+        return Err(format!("apt-get left {name} {installed}, not {version}"));
+    }
+    Ok(())
 }
 
 #[test]
@@ -113,7 +147,7 @@ fn running_server_survives_installs_of_other_builds_and_package_upgrades() {
         "the test build must differ from the installed library"
     );
     let scratch = tempfile_dir();
-    let upgrade = upgraded_package(&package, &scratch);
+    let (upgrade, upgrade_version) = rebuilt_package(&package, &scratch);
     let _restore = RestorePackage(package.clone());
 
     let mut cluster = Cluster::builder().start();
@@ -139,7 +173,7 @@ fn running_server_survives_installs_of_other_builds_and_package_upgrades() {
         );
         done_us.push(real_now_us());
         sleep(Duration::from_secs(2));
-        install_package(&upgrade).unwrap();
+        apt_get_install(&upgrade, &upgrade_version).unwrap();
         done_us.push(real_now_us());
         sleep(Duration::from_secs(2));
         done_us
@@ -171,8 +205,8 @@ fn running_server_survives_installs_of_other_builds_and_package_upgrades() {
     let during = assert_table_consistent(&mut client);
     println!(
         "PostgreSQL {}: 4 sessions, {batches} batches, {during} IDs, none twice, across the \
-         test build (scripts/pgrx-sudo/sudo cp) and {} (install_package); postmaster {postmaster} \
-         never restarted",
+         test build (scripts/pgrx-sudo/sudo cp) and the rebuilt package {upgrade_version} \
+         (apt-get install ./{}); postmaster {postmaster} never restarted",
         pg_major(),
         upgrade.display()
     );

@@ -4,12 +4,15 @@
 //! for 15, the test setup's local package for 17 and 18, in the same layout), the installed
 //! extension files are the package's, unchanged since (`scripts/test.sh` installs it before the
 //! cluster tests, so they all run against the packaged artifact), and the packaged extension
-//! works on a fresh cluster.
+//! works on a fresh cluster, also one made by postgresql-common's `pg_createcluster`. The package
+//! of a later build carries a version that dpkg and apt sort above the installed one.
 
 use snowflake_id_cluster_tests::fixtures::{
-    command_output, count, extension_crate_version, extension_version, package_path, workspace_root,
+    clone_head, command_output, commit_at, count, debian_package_version_of, dpkg_version_compares,
+    extension_crate_version, extension_version, git_in, head_commit_time, package_file_version,
+    package_path, workspace_root,
 };
-use snowflake_id_cluster_tests::{pg_config, pg_major, Cluster};
+use snowflake_id_cluster_tests::{free_port, pg_config, pg_major, Cluster};
 
 /// Runs a command, asserts success, returns its stdout.
 fn run(program: &str, args: &[&str]) -> String {
@@ -35,6 +38,7 @@ fn extension_files(version: &str) -> [String; 3] {
 #[test]
 fn installed_extension_files_belong_to_the_package() {
     let version = extension_crate_version();
+    let package_version = package_file_version(&package_path(&version));
     let files = extension_files(&version);
     let control_text = std::fs::read_to_string(&files[1]).unwrap();
     assert!(
@@ -64,7 +68,10 @@ fn installed_extension_files_belong_to_the_package() {
     let architecture = run("dpkg", &["--print-architecture"]);
     assert_eq!(
         status,
-        format!("install ok installed|{version}|{}", architecture.trim()),
+        format!(
+            "install ok installed|{package_version}|{}",
+            architecture.trim()
+        ),
         "the installed package is not the one of this source tree"
     );
     // It depends on the server's package and on the C libraries its library links, and dpkg
@@ -100,7 +107,134 @@ fn installed_extension_files_belong_to_the_package() {
         "installed files differ from the package (dpkg --verify): replaced since, e.g. by `cargo \
          pgrx install`? Reinstall: dpkg -i target/package/{package}_{version}_*.deb"
     );
-    println!("{package} {version} installed; depends on {depends}; owns {files:?}; verified");
+    println!(
+        "{package} {package_version} (extension {version}) installed; depends on {depends}; \
+         owns {files:?}; verified"
+    );
+}
+
+/// A build from the release tag carries the release's version; a build of any later commit, or
+/// of changed files, a version that sorts above the release and above every earlier build, and
+/// below the next releases, as Debian's conventions for snapshots want: installing a rebuild
+/// (`apt-get install ./…deb`) replaces the installed package instead of keeping it as "already
+/// the newest version". Computed by `scripts/common.sh` in a scratch clone, as a build there would.
+#[test]
+fn package_versions_of_later_builds_sort_above_the_release_and_below_the_next() {
+    let release = extension_crate_version();
+    let (major, minor, patch) = {
+        let parts: Vec<u64> = release.split('.').map(|p| p.parse().unwrap()).collect();
+        (parts[0], parts[1], parts[2])
+    };
+    let next_releases = [
+        format!("{major}.{minor}.{}", patch + 1),
+        format!("{major}.{}.0", minor + 1),
+        format!("{}.0.0", major + 1),
+    ];
+    let scratch = std::env::temp_dir().join(format!("snowflake-versions-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).unwrap();
+    let tree = clone_head(&scratch);
+
+    git_in(&tree, &["tag", "--force", &format!("v{release}")]);
+    assert_eq!(debian_package_version_of(&tree), release, "the release tag");
+
+    let mut builds = vec![release.clone()];
+    commit_at(&tree, head_commit_time(&tree) + 1);
+    builds.push(debian_package_version_of(&tree));
+    commit_at(&tree, head_commit_time(&tree) + 1);
+    builds.push(debian_package_version_of(&tree));
+    std::fs::write(tree.join("README.md"), "changed, not committed\n").unwrap();
+    builds.push(debian_package_version_of(&tree));
+    // A build of changed files a second later: the build time is part of its version.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    builds.push(debian_package_version_of(&tree));
+    assert!(builds[3].contains(".dirty"), "{builds:?}");
+    for pair in builds.windows(2) {
+        assert!(
+            dpkg_version_compares(&pair[1], "gt", &pair[0]),
+            "{} does not sort above {}",
+            pair[1],
+            pair[0]
+        );
+    }
+    for build in &builds[1..] {
+        for next in &next_releases {
+            assert!(
+                dpkg_version_compares(build, "lt", next),
+                "{build} does not sort below {next}"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&scratch).unwrap();
+    println!(
+        "release {release}, then {:?}; all below {next_releases:?}",
+        &builds[1..]
+    );
+}
+
+/// The installation under test works with postgresql-common's cluster tools as Debian's own
+/// packages do: `pg_createcluster` makes a cluster that preloads the library, `pg_ctlcluster`
+/// starts it, and `psql -p <port>` (postgresql-common's wrapper, running this major's psql)
+/// reaches it through Debian's socket directory with no `-h`, where the extension works. (The
+/// source-built 17 and 18 once looked for the socket in /tmp.)
+#[test]
+fn pg_createcluster_and_pg_ctlcluster_clusters_run_the_extension() {
+    let major = pg_major().to_string();
+    let name = format!("snowflake_test_{}", std::process::id());
+    let port = free_port().to_string();
+    let _drop = DroppedCluster(major.clone(), name.clone());
+    run(
+        "pg_createcluster",
+        &[
+            "--port",
+            &port,
+            "-o",
+            "listen_addresses=",
+            "-o",
+            "shared_preload_libraries=snowflake_id",
+            &major,
+            &name,
+        ],
+    );
+    run("pg_ctlcluster", &[&major, &name, "start"]);
+    let output = run(
+        "runuser",
+        &[
+            "-u",
+            "postgres",
+            "--",
+            "psql",
+            "-p",
+            &port,
+            "-X",
+            "-At",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            "CREATE EXTENSION snowflake_id",
+            "-c",
+            "SELECT current_setting('server_version_num')::int / 10000,
+                    current_setting('unix_socket_directories'),
+                    (snowflake_decode(snowflake_nextval())).node",
+        ],
+    );
+    assert_eq!(
+        output.lines().last(),
+        Some(format!("{major}|/var/run/postgresql|0").as_str()),
+        "{output}"
+    );
+    println!("pg_createcluster {major} {name} -p {port}; psql -p {port}: {output}");
+}
+
+/// Stops and drops a cluster of postgresql-common when the test ends, also when it fails.
+struct DroppedCluster(String, String);
+
+impl Drop for DroppedCluster {
+    fn drop(&mut self) {
+        if let Err(failure) = command_output("pg_dropcluster", &["--stop", &self.0, &self.1]) {
+            eprintln!("pg_dropcluster {} {}: {failure}", self.0, self.1);
+        }
+    }
 }
 
 /// Debian's package checker finds neither an error nor a warning in the package.
