@@ -1,7 +1,11 @@
 //! The documentation's SQL runs as it stands, and prints what the pages show: every `sql` block
 //! of README.md and docs/*.md, in page order, in a fresh database of a cluster of its own per
 //! page (the extension preloaded, the page's settings), through the cluster's own `psql`, as a
-//! reader would paste it. A `text` block right after a `sql` block is the output psql prints
+//! reader would paste it (a block the page marks as not run names the test that runs it, which
+//! must hold a line of it); and as one sitting, README.md then the reference or one guide, every
+//! block in the order a reader meets them, in one database (so names cannot collide across
+//! pages, and a block that needs something shows it first). Where a page's `sh` block restarts
+//! the server (`pg_ctl restart`), the test restarts it before the next `sql` block. A `text` block right after a `sql` block is the output psql prints
 //! for it, compared ignoring IDs, times and alignment. A block that must not run says so on the
 //! page, in the paragraph right before it (`*Not run by the tests: <reason>.*`), and a block that
 //! another test runs with a setup of its own is named in [`RUN_ELSEWHERE`] with that test, which
@@ -86,20 +90,6 @@ struct RunElsewhere {
 }
 
 const RUN_ELSEWHERE: &[RunElsewhere] = &[
-    RunElsewhere {
-        // A restart with the node id set, between its two statements.
-        page: "README.md",
-        section: "Choose a layout",
-        block: Some("snowflake_convert_column('orders', 'id', 'orders')"),
-        test: "pgrx-tests/tests/node_id.rs",
-    },
-    RunElsewhere {
-        // The schema `ext` of the section's database, then both exporters.
-        page: "docs/monitoring.md",
-        section: "Running an exporter",
-        block: Some("CREATE ROLE monitor"),
-        test: "pgrx-tests/tests/monitoring.rs",
-    },
     // pg_partman's own table `events`, in a database without the native section's one.
     RunElsewhere {
         page: "docs/partitioning.md",
@@ -139,6 +129,128 @@ const RUN_ELSEWHERE: &[RunElsewhere] = &[
         test: "pgrx-tests/tests/removal.rs",
     },
 ];
+
+/// The tests a not-run marker names (`<name>.rs`, `citus/<name>.rs`, or `citus/` for the Citus
+/// tests; `fixtures/<name>.rs` for the setup they share), as paths in the repository.
+fn tests_named_in(reason: &str) -> Vec<String> {
+    reason
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '/'))
+        .map(|word| word.trim_end_matches('.'))
+        .filter(|word| word.ends_with(".rs") || *word == "citus/")
+        .map(|word| match word.starts_with("fixtures/") {
+            true => format!("pgrx-tests/src/{word}"),
+            false => format!("pgrx-tests/tests/{word}"),
+        })
+        .collect()
+}
+
+/// The source of a test file, or of every file of a test directory.
+fn test_source(path: &str) -> std::io::Result<String> {
+    let full = workspace_root().join(path);
+    if !full.is_dir() {
+        return std::fs::read_to_string(full);
+    }
+    let mut source = String::new();
+    for entry in std::fs::read_dir(full)? {
+        source.push_str(&std::fs::read_to_string(entry?.path())?);
+    }
+    Ok(source)
+}
+
+/// The statements of a block that tell it apart: its lines without comments, trimmed (also of
+/// a final `;`), of at least 24 characters.
+fn telling_lines(sql: &str) -> Vec<String> {
+    sql.lines()
+        .map(|line| {
+            let code = line.split("--").next().unwrap_or_default().trim();
+            code.trim_end_matches(';').trim_end().to_owned()
+        })
+        .filter(|line| line.len() >= 24)
+        .collect()
+}
+
+/// Whether a test's source holds `line` of a page's block: as it stands, or as the SQL of a
+/// `format!` line whose `{…}` arguments stand for the page's values (`shard{shard}` for
+/// `shard0`).
+fn source_holds(source: &str, line: &str) -> bool {
+    source.contains(line)
+        || source
+            .lines()
+            .any(|test_line| template_holds(test_line, line))
+}
+
+/// Whether a test's source reads the blocks of `section` of `page` (`doc_sql_block` and the
+/// like, with both named).
+fn reads_section(source: &str, page: &str, section: &str) -> bool {
+    source.contains("doc_sql_block")
+        && source.contains(&format!("\"{page}\""))
+        && source.contains(&format!("\"{section}\""))
+}
+
+/// Whether the SQL of `test_line` (after its first `"`, before its last) has `{…}` arguments
+/// and its literal pieces between them, in order, make up `line`.
+fn template_holds(test_line: &str, line: &str) -> bool {
+    let sql = test_line.trim();
+    let sql = sql.split_once('"').map_or(sql, |(_, rest)| rest);
+    let sql = sql.rsplit_once('"').map_or(sql, |(start, _)| start);
+    let sql = sql.trim().trim_end_matches(';').trim_end();
+    if !sql.contains('{') {
+        return false;
+    }
+    let mut pieces = Vec::new();
+    let mut rest = sql;
+    while let Some((piece, after)) = rest.split_once('{') {
+        pieces.push(piece);
+        rest = after.split_once('}').map_or("", |(_, tail)| tail);
+    }
+    pieces.push(rest);
+    let (first, last) = (pieces[0], pieces[pieces.len() - 1]);
+    if !line.starts_with(first) || !line.ends_with(last) || line.len() < first.len() + last.len() {
+        return false;
+    }
+    let mut middle = &line[first.len()..line.len() - last.len()];
+    pieces[1..pieces.len() - 1]
+        .iter()
+        .all(|piece| match middle.find(piece) {
+            Some(at) => {
+                middle = &middle[at + piece.len()..];
+                true
+            }
+            None => false,
+        })
+}
+
+/// Where a block the page marks as not run is run instead: the marker names a test, and that
+/// test holds one of the block's telling lines as it stands, or reads the page's blocks of its
+/// section (`doc_sql_block`, naming the page and the section).
+fn not_run_problems(page: &str, block: &SqlBlock) -> Vec<String> {
+    let Some(reason) = &block.not_run else {
+        return Vec::new();
+    };
+    let place = block.place(page);
+    let tests = tests_named_in(reason);
+    if tests.is_empty() {
+        return vec![format!(
+            "{place}: its not-run marker names no test that runs it (`<name>.rs` or `citus/`)"
+        )];
+    }
+    let lines = telling_lines(&block.sql);
+    for test in &tests {
+        match test_source(test) {
+            Ok(source)
+                if lines.iter().any(|line| source_holds(&source, line))
+                    || reads_section(&source, page, &block.section) =>
+            {
+                return Vec::new()
+            }
+            Ok(_) => {}
+            Err(error) => return vec![format!("{place}: {test}: {error}")],
+        }
+    }
+    vec![format!(
+        "{place}: none of {tests:?}, which its marker names, holds a line of it: {lines:?}"
+    )]
+}
 
 /// The database each page runs in.
 const DATABASE: &str = "docs";
@@ -197,25 +309,23 @@ fn run_elsewhere(page: &str, blocks: &[SqlBlock]) -> (BTreeMap<usize, &'static s
     (tests, problems)
 }
 
-/// Runs the `sql` blocks of `path` in order in a fresh database of a new cluster with the
-/// page's settings, but those the page marks as not run and those [`RUN_ELSEWHERE`] names, and
-/// compares what psql prints with each `text` block; panics at the first block that fails or
-/// prints something else, naming the page, the heading and the block.
-fn run_page(path: &str) {
-    let page = PAGES
+/// The page `path` of [`PAGES`].
+fn page(path: &str) -> &'static Page {
+    PAGES
         .iter()
         .find(|page| page.path == path)
-        .unwrap_or_else(|| panic!("{path} is not in PAGES"));
+        .unwrap_or_else(|| panic!("{path} is not in PAGES"))
+}
+
+/// The `sql` blocks of `path` that run here (not those the page marks as not run, nor those
+/// [`RUN_ELSEWHERE`] names), after checking the page's conventions, and whether the page ends
+/// by restarting the server; prints what is skipped and why.
+fn blocks_to_run(path: &str) -> (Vec<SqlBlock>, bool) {
     let parsed = parse_page(path);
     let (elsewhere, rot) = run_elsewhere(path, &parsed.blocks);
     let problems: Vec<String> = parsed.problems.into_iter().chain(rot).collect();
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     assert!(!parsed.blocks.is_empty(), "{path} has no ```sql block");
-    let to_run: Vec<&SqlBlock> = parsed
-        .blocks
-        .iter()
-        .filter(|block| block.not_run.is_none() && !elsewhere.contains_key(&block.number))
-        .collect();
     for block in &parsed.blocks {
         if let Some(reason) = &block.not_run {
             println!("{}: not run: {reason}", block.place(path));
@@ -223,11 +333,18 @@ fn run_page(path: &str) {
             println!("{}: run by {test}", block.place(path));
         }
     }
-    if to_run.is_empty() {
-        return;
-    }
+    let to_run = parsed
+        .blocks
+        .into_iter()
+        .filter(|block| block.not_run.is_none() && !elsewhere.contains_key(&block.number))
+        .collect();
+    (to_run, parsed.restart_at_end)
+}
+
+/// A new cluster with `settings` and the database [`DATABASE`] in it.
+fn cluster_with_database(settings: &[&str]) -> Cluster {
     let mut builder = Cluster::builder();
-    for &setting in page.settings {
+    for &setting in settings {
         builder = builder.setting(setting);
     }
     let cluster = builder.start();
@@ -235,16 +352,23 @@ fn run_page(path: &str) {
         .connect()
         .batch_execute(&format!("CREATE DATABASE {DATABASE}"))
         .unwrap();
-    if !page.creates_extension {
-        cluster
-            .connect_to(DATABASE)
-            .batch_execute("CREATE EXTENSION snowflake_id")
-            .unwrap();
-    }
-    for block in to_run {
+    cluster
+}
+
+/// Runs `blocks` of `path` in order in [`DATABASE`] through psql, restarting the server where
+/// the page tells the reader to (also after the last block, when `restart_at_end`), and
+/// compares what psql prints with each `text` block; panics at the first block that fails or
+/// prints something else, naming the page, the heading and the block.
+fn run_blocks(cluster: &mut Cluster, path: &str, (blocks, restart_at_end): &(Vec<SqlBlock>, bool)) {
+    for block in blocks {
         let place = block.place(path);
+        if block.restart_before {
+            cluster.stop("fast");
+            cluster.start();
+            println!("{place}: the server restarted first, as the page says");
+        }
         let printed = psql(
-            &cluster,
+            cluster,
             DATABASE,
             &block.sql,
             &format!("documentation-block-{}.sql", block.number),
@@ -277,6 +401,46 @@ fn run_page(path: &str) {
             None => println!("{place}: ran"),
         }
     }
+    if *restart_at_end {
+        cluster.stop("fast");
+        cluster.start();
+        println!("{path}: the server restarted after the last block, as the page says");
+    }
+}
+
+/// Runs the `sql` blocks of `path` in order in a fresh database of a new cluster with the
+/// page's settings (but those not run here).
+fn run_page(path: &str) {
+    let page = page(path);
+    let to_run = blocks_to_run(path);
+    if to_run.0.is_empty() {
+        return;
+    }
+    let mut cluster = cluster_with_database(page.settings);
+    if !page.creates_extension {
+        cluster
+            .connect_to(DATABASE)
+            .batch_execute("CREATE EXTENSION snowflake_id")
+            .unwrap();
+    }
+    run_blocks(&mut cluster, path, &to_run);
+}
+
+/// A reader's sitting: the `sql` blocks of README.md, then of `then`, in the order the reader
+/// meets them, in one database of one cluster that has only the preload line (every other
+/// setting and restart is the pages' own, as the reader makes them). Nothing here creates a
+/// table, a sequence or the extension: what a block needs, a block before it shows.
+fn walk(then: &str) {
+    assert!(
+        !page(then).creates_extension,
+        "{then} creates the extension, which README.md already created"
+    );
+    let mut cluster = cluster_with_database(&[]);
+    for path in ["README.md", then] {
+        let to_run = blocks_to_run(path);
+        println!("-- {path}: {} blocks", to_run.0.len());
+        run_blocks(&mut cluster, path, &to_run);
+    }
 }
 
 #[test]
@@ -301,6 +465,9 @@ fn every_sql_block_of_the_docs_is_run_here_run_by_a_named_test_or_marked_not_run
         }
         let (elsewhere, rot) = run_elsewhere(&path, &parsed.blocks);
         problems.extend(rot);
+        for block in &parsed.blocks {
+            problems.extend(not_run_problems(&path, block));
+        }
         let not_run = parsed
             .blocks
             .iter()
@@ -337,6 +504,31 @@ fn every_sql_block_of_the_docs_is_run_here_run_by_a_named_test_or_marked_not_run
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn a_reader_of_the_readme_then_the_reference_runs_every_block_in_one_database() {
+    walk("docs/reference.md");
+}
+
+#[test]
+fn a_reader_of_the_readme_then_the_client_guide_runs_every_block_in_one_database() {
+    walk("docs/clients.md");
+}
+
+#[test]
+fn a_reader_of_the_readme_then_the_monitoring_guide_runs_every_block_in_one_database() {
+    walk("docs/monitoring.md");
+}
+
+#[test]
+fn a_reader_of_the_readme_then_the_partitioning_guide_runs_every_block_in_one_database() {
+    walk("docs/partitioning.md");
+}
+
+#[test]
+fn a_reader_of_the_readme_then_the_sharding_guide_runs_every_block_in_one_database() {
+    walk("docs/sharding.md");
 }
 
 #[test]

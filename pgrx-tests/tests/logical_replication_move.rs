@@ -1,9 +1,9 @@
 //! A move to a new cluster by logical replication (the usual major-version move besides
 //! pg_upgrade): the new cluster subscribes to the old one, catches up, and takes over the
 //! writes with the same node id. Logical replication carries rows, not the old cluster's WAL or
-//! its floor relation, so the cut-over has one documented step (README, "Moving to a new
-//! cluster"): `snowflake_raise_floor(<the old cluster's snowflake_stats().reserved_until>)` on
-//! the new one, after the old one stopped issuing IDs. It covers every session of the new
+//! its floor relation, so the cut-over has one documented step (docs/reference.md, "Moving to a
+//! new cluster", its block as it stands there): `snowflake_raise_floor(<the old cluster's
+//! snowflake_stats().reserved_until>)` on the new one, after the old one stopped issuing IDs. It covers every session of the new
 //! cluster, also one that took an ID before the data came (a pooled connection's health check).
 //!
 //! The old cluster's IDs ran 30 s ahead of real time (its clock was 30 s fast, then stepped
@@ -13,9 +13,23 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use snowflake_id_cluster_tests::fixtures::{
-    clock_fast_then_corrected, count, insert_with_default, text, CLOCK_FAST, DEFAULT_IDS_TABLE,
+    clock_fast_then_corrected, count, doc_sql_block, insert_with_default, CLOCK_FAST,
+    DEFAULT_IDS_TABLE,
 };
-use snowflake_id_cluster_tests::{error_parts, wait_until, Cluster};
+use snowflake_id_cluster_tests::{error_parts, wait_until, Client, Cluster};
+
+/// The one value `sql` returns, as text (the simple protocol's form, as psql shows it).
+fn simple_value(client: &mut Client, sql: &str) -> String {
+    client
+        .simple_query(sql)
+        .unwrap_or_else(|error| panic!("{sql}: {error}"))
+        .into_iter()
+        .find_map(|message| match message {
+            postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{sql} returned no value"))
+}
 
 const ROWS: i64 = 5_000;
 
@@ -52,11 +66,24 @@ fn after_the_cut_over_step_no_session_repeats_a_replicated_id() {
     });
     assert!(caught_up, "the subscription did not catch up");
 
-    // Cut-over: the old cluster stops issuing IDs; its last reservation goes to the new one.
-    let reserved = text(
-        &mut old.connect(),
-        "SELECT reserved_until::text FROM snowflake_stats()",
+    // Cut-over: the old cluster stops issuing IDs; its last reservation goes to the new one,
+    // by the reference's block: its first query on the old cluster, its second on the new one
+    // with '<that time>' filled in.
+    // ("Moving to a new cluster" is a subsection of "Guarantees".)
+    let block = doc_sql_block(
+        "docs/reference.md",
+        "Guarantees",
+        "snowflake_raise_floor('<that time>')",
     );
+    let statement = |marker: &str| -> String {
+        block
+            .lines()
+            .find(|line| line.contains(marker))
+            .unwrap_or_else(|| panic!("no {marker} in the reference's block:\n{block}"))
+            .to_owned()
+    };
+    let reserved = simple_value(&mut old.connect(), &statement("FROM snowflake_stats()"));
+    let raise = statement("snowflake_raise_floor('<that time>')").replace("<that time>", &reserved);
     admin.batch_execute("DROP SUBSCRIPTION move").unwrap();
     // An application role may not take this step.
     admin
@@ -69,10 +96,7 @@ fn after_the_cut_over_step_no_session_repeats_a_replicated_id() {
         .unwrap_err();
     assert_eq!(error_parts(&refused).0, "42501", "{refused}");
     admin.batch_execute("RESET ROLE").unwrap();
-    let floor = text(
-        &mut admin,
-        &format!("SELECT snowflake_raise_floor('{reserved}')::text"),
-    );
+    let floor = simple_value(&mut admin, &raise);
     println!("old cluster reserved until {reserved}; new cluster's floor now {floor}");
 
     let mut fresh = new.connect();

@@ -36,7 +36,7 @@ fn the_guides_daily_blocks_keep_every_row_in_its_day_for_a_month_and_a_half() {
         .unwrap();
     let create = guide_block("-- One partition per UTC day");
     let retention = guide_block("DECLARE old regclass;");
-    let partitions = "SELECT count(*) FROM pg_inherits WHERE inhparent = 'events'::regclass";
+    let partitions = "SELECT count(*) FROM pg_inherits WHERE inhparent = 'messages'::regclass";
     for half_day in 0..90 {
         cluster.set_fake_time(&format!("+{}h", 12 * half_day));
         std::thread::sleep(Duration::from_millis(20));
@@ -55,22 +55,22 @@ fn the_guides_daily_blocks_keep_every_row_in_its_day_for_a_month_and_a_half() {
             "a second run changed the partitions"
         );
         client
-            .batch_execute("INSERT INTO events (body) SELECT 'day' FROM generate_series(1, 20)")
+            .batch_execute("INSERT INTO messages (body) SELECT 'day' FROM generate_series(1, 20)")
             .unwrap();
         assert_eq!(
-            count(&mut client, "SELECT count(*) FROM events_default"),
+            count(&mut client, "SELECT count(*) FROM messages_default"),
             0,
             "rows in the default partition after {half_day} half days"
         );
     }
     let misplaced = count(
         &mut client,
-        "SELECT count(*) FROM events
+        "SELECT count(*) FROM messages
          WHERE to_char(snowflake_timestamp(id) AT TIME ZONE 'UTC', 'YYYYMMDD')
-               <> substr(tableoid::regclass::text, length('events_') + 1)",
+               <> substr(tableoid::regclass::text, length('messages_') + 1)",
     );
     let kept = count(&mut client, partitions);
-    let rows = count(&mut client, "SELECT count(*) FROM events");
+    let rows = count(&mut client, "SELECT count(*) FROM messages");
     println!(
         "45 days of the guide's blocks twice a day: {kept} partitions (the default included), \
          {rows} rows kept, {misplaced} outside their day"

@@ -3,6 +3,7 @@
 //! does not fit its node bits (22023), and writes nothing; a session cannot change its node id;
 //! a valid one is in every ID the sequence makes.
 
+use snowflake_id_cluster_tests::fixtures::doc_examples::psql;
 use snowflake_id_cluster_tests::fixtures::{count, doc_sql_block, failure};
 use snowflake_id_cluster_tests::{error_parts, Cluster};
 
@@ -44,71 +45,66 @@ fn node_id_that_does_not_fit_is_refused_and_not_user_settable() {
     assert_eq!(node, "5");
 }
 
-/// The README's "From one cluster to many" block ("Choose a layout"), split at its
-/// `postgresql.conf` line: the SQL before the restart, the node id setting, the SQL after it.
-fn readme_one_cluster_to_many() -> (String, String, String) {
-    let block = doc_sql_block(
-        "README.md",
-        "Choose a layout",
-        "snowflake_convert_column('orders', 'id', 'orders')",
-    );
-    let (before, rest) = block
-        .split_once("-- postgresql.conf: ")
-        .unwrap_or_else(|| panic!("no postgresql.conf line in the README's block:\n{block}"));
-    let (setting, after) = rest.split_once('\n').unwrap_or((rest, ""));
-    let setting = setting.split("  ").next().unwrap_or_default().trim();
-    assert_eq!(
-        setting, "snowflake_id.node_id = 1",
-        "the README's block:\n{block}"
-    );
-    (before.to_owned(), setting.to_owned(), after.to_owned())
+/// The README's "From one cluster to many" ("Choose a layout"), run as a reader runs it: its
+/// first block through psql (a sequence with node bits, `ALTER SYSTEM SET
+/// snowflake_id.node_id`), the restart its `sh` block makes, then the block that switches the
+/// column.
+fn readme_block(marker: &str) -> String {
+    doc_sql_block("README.md", "Choose a layout", marker)
 }
 
-/// The README's "From one cluster to many", its block as it stands there, in its order: a
-/// sequence with node bits, the node id set and the server restarted (`'default'` then refuses
-/// IDs, 22023), the column switched; new IDs carry the node and continue above every stored one.
+/// Runs `sql` through psql in the database postgres, as the docs test does.
+fn run_as_reader(cluster: &Cluster, sql: &str) {
+    let printed = psql(cluster, "postgres", sql, "readme-block.sql");
+    assert!(printed.success, "{sql}\n{}", printed.text);
+}
+
+/// The README's "From one cluster to many", its blocks as they stand there, in their order: a
+/// sequence with node bits and the node id set, the server restarted (`'default'` then refuses
+/// IDs, 22023), the column switched; new IDs carry the node and continue above every stored
+/// one. (The docs test walks the same blocks after the README's others.)
 #[test]
 fn one_cluster_to_many_as_the_readme_says() {
-    let (before_restart, node_id, after_restart) = readme_one_cluster_to_many();
+    let before_restart = readme_block("ALTER SYSTEM SET snowflake_id.node_id = 1;");
+    let after_restart = readme_block("snowflake_convert_column('purchases', 'id', 'purchases')");
     let mut cluster = Cluster::builder().start();
     let mut client = cluster.connect();
     client
         .batch_execute(
             "CREATE EXTENSION snowflake_id;
-             CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), item text);
-             INSERT INTO orders (item) SELECT 'before' FROM generate_series(1, 1000);",
+             CREATE TABLE purchases (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), item text);
+             INSERT INTO purchases (item) SELECT 'before' FROM generate_series(1, 1000);",
         )
         .unwrap();
-    client.batch_execute(&before_restart).unwrap();
+    run_as_reader(&cluster, &before_restart);
     drop(client);
     cluster.stop("fast");
-    cluster.append_config(&node_id);
     cluster.start();
     let mut client = cluster.connect();
     let (code, ..) = failure(
         &mut client,
-        "INSERT INTO orders (item) VALUES ('in between')",
+        "INSERT INTO purchases (item) VALUES ('in between')",
     );
     assert_eq!(
         code, "22023",
         "'default' refuses IDs once the node id is set"
     );
-    client.batch_execute(&after_restart).unwrap();
+    run_as_reader(&cluster, &after_restart);
     client
-        .batch_execute("INSERT INTO orders (item) SELECT 'after' FROM generate_series(1, 1000)")
+        .batch_execute("INSERT INTO purchases (item) SELECT 'after' FROM generate_series(1, 1000)")
         .unwrap();
     let above = count(
         &mut client,
-        "SELECT count(*) FROM orders WHERE item = 'after'
-           AND id > (SELECT max(id) FROM orders WHERE item = 'before')
-           AND (snowflake_decode(id, 'orders')).node = 1",
+        "SELECT count(*) FROM purchases WHERE item = 'after'
+           AND id > (SELECT max(id) FROM purchases WHERE item = 'before')
+           AND (snowflake_decode(id, 'purchases')).node = 1",
     );
     assert_eq!(
         above, 1000,
         "every new ID carries node 1 above the stored IDs"
     );
     assert_eq!(
-        count(&mut client, "SELECT count(DISTINCT id) FROM orders"),
+        count(&mut client, "SELECT count(DISTINCT id) FROM purchases"),
         2000
     );
 
@@ -137,8 +133,8 @@ fn one_cluster_to_many_as_the_readme_says() {
         std::mem::take(&mut *warnings.lock().unwrap())
     };
     for sql in [
-        "SELECT (snowflake_decode(id)).ts FROM orders WHERE item = 'after'",
-        "SELECT count(*) FROM orders WHERE id >= snowflake_min_id(now() - interval '1 hour')",
+        "SELECT (snowflake_decode(id)).ts FROM purchases WHERE item = 'after'",
+        "SELECT count(*) FROM purchases WHERE id >= snowflake_min_id(now() - interval '1 hour')",
     ] {
         let heard = warned(sql);
         println!("[without the sequence] {sql}: {heard:?}");
@@ -149,14 +145,14 @@ fn one_cluster_to_many_as_the_readme_says() {
         );
     }
     for sql in [
-        "SELECT (snowflake_decode(id, 'orders')).ts FROM orders WHERE item = 'after'",
-        "SELECT count(*) FROM orders WHERE id >= snowflake_min_id(now() - interval '1 hour', 'orders')",
+        "SELECT (snowflake_decode(id, 'purchases')).ts FROM purchases WHERE item = 'after'",
+        "SELECT count(*) FROM purchases WHERE id >= snowflake_min_id(now() - interval '1 hour', 'purchases')",
     ] {
         assert_eq!(warned(sql), Vec::<String>::new(), "{sql}");
     }
     let recent = count(
         &mut client,
-        "SELECT count(*) FROM orders WHERE id >= snowflake_min_id(now() - interval '1 hour', 'orders')",
+        "SELECT count(*) FROM purchases WHERE id >= snowflake_min_id(now() - interval '1 hour', 'purchases')",
     );
     assert_eq!(
         recent, 1000,
