@@ -31,7 +31,10 @@ start_throwaway_cluster "$DEMO_DIR" "$PORT"
 
 PSQL=("$BIN/psql" --no-psqlrc --host "$DEMO_DIR" --port "$PORT" --username postgres --dbname postgres)
 step "demo"
+# In a database of its own: the database postgres stays empty for the README's examples.
 "${PSQL[@]}" --echo-queries <<'SQL'
+CREATE DATABASE demo;
+\connect demo
 CREATE EXTENSION snowflake_id;
 CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), item text);
 INSERT INTO orders(item) VALUES ('book'), ('pen'), ('lamp') RETURNING id, (snowflake_decode(id)).*;
@@ -43,6 +46,8 @@ cat <<MSG
 
 The demo cluster is running (PostgreSQL $("$PG_CONFIG" --version | awk '{print $2}'), snowflake_id preloaded).
   connect: $BIN/psql --host $DEMO_DIR --port $PORT --username postgres postgres
+           (an empty database for the README's examples; the demo's table is in the database demo)
+  restart: runuser -u postgres -- $BIN/pg_ctl restart --pgdata $DEMO_DIR/data --log $DEMO_DIR/server.log
   stop:    runuser -u postgres -- $BIN/pg_ctl --pgdata $DEMO_DIR/data stop
   log:     $DEMO_DIR/server.log
 Running this command again replaces the cluster with a fresh one.
