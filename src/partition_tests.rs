@@ -7,7 +7,7 @@ use pgrx::prelude::*;
 
 #[pg_schema]
 mod tests {
-    use crate::sql_tests::{create, error_of, one};
+    use crate::pg_test_helpers::{create, error_of, one};
     use pgrx::prelude::*;
 
     /// The partition bounds of `what` (a time or an ID, as SQL) as "lower..upper".
@@ -105,9 +105,9 @@ mod tests {
         // and a default; rows on two past days, placed by snowflake_min_id of a time of that day
         // (the tick's first ID plus a counter), and rows from the column default.
         Spi::run(
-            "CREATE TABLE events (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), body text)
+            "CREATE TABLE messages (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), body text)
                  PARTITION BY RANGE (id);
-             CREATE TABLE events_default PARTITION OF events DEFAULT;",
+             CREATE TABLE messages_default PARTITION OF messages DEFAULT;",
         )
         .unwrap();
         // The guide's daily block, as it stands there, run twice: the second run changes nothing.
@@ -115,13 +115,13 @@ mod tests {
         Spi::run(&create).unwrap();
         Spi::run(&create).unwrap();
         Spi::run(
-            "INSERT INTO events (id, body)
+            "INSERT INTO messages (id, body)
              SELECT snowflake_min_id(((now() AT TIME ZONE 'UTC')::date - d)::timestamp AT TIME ZONE 'UTC'
                                      + h * interval '1 hour') + h, 'old'
              FROM generate_series(1, 2) d, generate_series(0, 23) h;
-             INSERT INTO events (body) SELECT 'new' FROM generate_series(1, 100);
-             CREATE TABLE replies (event_id bigint REFERENCES events, body text);
-             INSERT INTO replies SELECT id, 'reply' FROM events WHERE body = 'new' LIMIT 10;
+             INSERT INTO messages (body) SELECT 'new' FROM generate_series(1, 100);
+             CREATE TABLE replies (message_id bigint REFERENCES messages, body text);
+             INSERT INTO replies SELECT id, 'reply' FROM messages WHERE body = 'new' LIMIT 10;
              CREATE FUNCTION pg_temp.plan_of(query text) RETURNS text LANGUAGE plpgsql AS $fn$
              DECLARE line text; plan text := '';
              BEGIN
@@ -132,19 +132,19 @@ mod tests {
              END $fn$;",
         )
         .unwrap();
-        let misplaced: i64 = one("SELECT count(*) FROM events
+        let misplaced: i64 = one("SELECT count(*) FROM messages
              WHERE to_char(snowflake_timestamp(id) AT TIME ZONE 'UTC', 'YYYYMMDD')
-                   <> substr(tableoid::regclass::text, length('events_') + 1)");
+                   <> substr(tableoid::regclass::text, length('messages_') + 1)");
         assert_eq!(misplaced, 0);
-        assert_eq!(one::<i64>("SELECT count(*) FROM events_default"), 0);
-        assert_eq!(one::<i64>("SELECT count(*) FROM events"), 148);
+        assert_eq!(one::<i64>("SELECT count(*) FROM messages_default"), 0);
+        assert_eq!(one::<i64>("SELECT count(*) FROM messages"), 148);
         // now() is known only when the query runs: the executor prunes the two oldest days (the
         // default partition stays: it could hold IDs past the last range).
-        let plan: String = one("SELECT pg_temp.plan_of('SELECT count(*) FROM events
+        let plan: String = one("SELECT pg_temp.plan_of('SELECT count(*) FROM messages
                                      WHERE id >= snowflake_min_id(now() - interval ''1 day'')')");
         assert!(plan.contains("Subplans Removed: 2"), "{plan}");
         let today: String = one("SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYYMMDD')");
-        assert!(plan.contains(&format!("events_{today}")), "{plan}");
+        assert!(plan.contains(&format!("messages_{today}")), "{plan}");
         let refused = error_of("INSERT INTO replies VALUES (1, 'no such event')");
         assert!(refused.starts_with("23503:"), "{refused}");
         // Retention: the guide's block with two days instead of thirty drops the partitions wholly
@@ -153,7 +153,7 @@ mod tests {
             guide_block("DECLARE old regclass;").replace("interval '30 days'", "interval '2 days'");
         let partitions = "SELECT string_agg(c.relname, ',' ORDER BY c.relname)
              FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-             WHERE i.inhparent = 'events'::regclass";
+             WHERE i.inhparent = 'messages'::regclass";
         let before: String = one(partitions);
         Spi::run(&retention).unwrap();
         Spi::run(&retention).unwrap();
@@ -161,7 +161,7 @@ mod tests {
         let three_days_ago: String =
             one("SELECT to_char((now() AT TIME ZONE 'UTC')::date - 3, 'YYYYMMDD')");
         assert_eq!(
-            before.replace(&format!("events_{three_days_ago},"), ""),
+            before.replace(&format!("messages_{three_days_ago},"), ""),
             after,
             "only the partition of three days ago goes"
         );
