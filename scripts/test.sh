@@ -103,8 +103,10 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
 done
 
 step_times+=("$((SECONDS - lint_started)) cargo fmt and clippy")
-run_step "pure core: unit and property tests (cargo test -p snowflake_id_core, no PostgreSQL)" \
-    "$LOGS/core.log" cargo test -p snowflake_id_core
+# Optimised: the model check of the protocol (tests/protocol_model.rs) explores every state its
+# small cluster can reach in its depth bound: about 40 s so, many minutes unoptimised.
+run_step "pure core: unit, property and model-check tests (cargo test -p snowflake_id_core --release, no PostgreSQL)" \
+    "$LOGS/core.log" cargo test -p snowflake_id_core --release
 # The model check of a worker id going from one session to shared (loom explores every
 # interleaving); its own target directory, as --cfg loom rebuilds the core.
 RUSTFLAGS="--cfg loom" run_step "pure core: loom model check of worker-id sharing" \

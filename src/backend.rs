@@ -16,13 +16,15 @@ use pgrx::prelude::*;
 
 use snowflake_id_core::generator::Generator;
 use snowflake_id_core::layout::{Field, IdTemplate, Layout, TickWindow};
-use snowflake_id_core::tick_claims::{OwnedStep, OwnedTicks};
+use snowflake_id_core::protocol::{self, TickStep};
+use snowflake_id_core::tick_claims::{OwnedStep, OwnedTicks, TickClock};
 use snowflake_id_core::worker_ids::{self, WorkerId, MAX_SPACES, TIME_UNITS};
 
 use crate::catalog::CatalogTable;
 use crate::database_floor::{self, DatabaseFloor};
 use crate::errors;
 use crate::gucs;
+use crate::reservation::{renewal_policy, ClusterReservation};
 use crate::sequence_cache::{Entry, SequenceCache};
 use crate::shared_memory::{self, SharedState};
 use crate::system_clock;
@@ -171,7 +173,8 @@ pub fn next_id(name: &[u8], gene: Option<i64>) -> i64 {
             id: attachment.id,
             owned: &mut attachment.owned[issuer.unit],
         };
-        let id = issue(shared, on, name, layout, issuer, floor, gene);
+        let (tick, sequence) = issue(shared, on, name, layout, issuer, floor);
+        let id = issuer.template.compose(tick, sequence, gene);
         issuer.last_id = Some(id);
         *last_id = Some(id);
         id
@@ -202,12 +205,7 @@ pub fn raise_floor(until_unix_us: i64) -> i64 {
     with_backend(|backend| {
         let catalog = backend.sequences.catalog_table();
         backend.floor.follow(catalog);
-        // This server's sessions first (the durable floor in memory, which every new tick
-        // checks), then the database (a WAL record, flushed), then the cluster's WAL (standbys,
-        // restored backups) and file.
-        shared.raise_durable_floor(until_unix_us);
         backend.floor.raise(catalog, until_unix_us, shared);
-        shared.log_and_raise_durable_floor(until_unix_us);
     });
     shared.durable_floor()
 }
@@ -439,16 +437,17 @@ fn publish_tick(
     tick: u64,
 ) -> bool {
     let end = layout.tick_start_unix_us(tick + 1);
-    shared.ensure_reserved(end);
-    // A floor learned from elsewhere (a restore into this database, learned here or by another
-    // session a moment ago) may cover this tick: never issue in a tick that ends at or below
-    // the durable floor.
-    let covered = floor.cover(end, shared);
-    let durable = shared.durable_floor();
-    if !covered || end <= durable {
+    let step = protocol::first_id_of_tick(
+        &mut ClusterReservation(shared),
+        &renewal_policy(),
+        end,
+        |reservation| floor.cover(end, reservation.0),
+    )
+    .unwrap_or_else(|failure| failure.raise(shared));
+    if let TickStep::SkipTo { floor } = step {
         issuer
             .generator
-            .skip_to(layout.first_tick_at_or_after(durable));
+            .skip_to(layout.first_tick_at_or_after(floor));
         return false;
     }
     issuer.published_tick = Some(tick);
@@ -469,6 +468,8 @@ struct OnWorkerId<'a> {
     owned: &'a mut OwnedTicks,
 }
 
+/// The (tick, sequence) of the next ID of sequence `name` this backend issues on worker id
+/// `on`: a tick it owns there, reserved before its first ID leaves.
 fn issue(
     shared: &SharedState,
     on: OnWorkerId,
@@ -476,9 +477,8 @@ fn issue(
     layout: &Layout,
     issuer: &mut Issuer,
     floor: &mut DatabaseFloor,
-    gene: u64,
-) -> i64 {
-    let lead_ticks = issuer.lead_ticks(layout);
+) -> (u64, u64) {
+    let max_lead = issuer.lead_ticks(layout);
     loop {
         let (now, now_tick) = issuer.clock_tick(shared, name, layout);
         let mut conflicts = 0;
@@ -487,8 +487,10 @@ fn issue(
             layout,
             on.owned,
             issuer.published_tick,
-            now_tick,
-            lead_ticks,
+            TickClock {
+                now: now_tick,
+                max_lead,
+            },
             &mut conflicts,
         );
         if conflicts > 0 {
@@ -507,7 +509,7 @@ fn issue(
                     continue;
                 }
                 on.id.count_issued(1);
-                return issuer.template.compose(tick, sequence, gene);
+                return (tick, sequence);
             }
             OwnedStep::WaitUntil { tick } => wait_for_tick(shared, layout, tick, now),
             OwnedStep::TimeExhausted => errors::time_exhausted(&lossy(name), layout).raise(),

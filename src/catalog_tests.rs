@@ -5,7 +5,7 @@ use pgrx::prelude::*;
 
 #[pg_schema]
 mod tests {
-    use crate::sql_tests::{error_of, one};
+    use crate::pg_test_helpers::{error_of, one};
     use pgrx::prelude::*;
 
     #[pg_test]

@@ -5,7 +5,7 @@ use pgrx::prelude::*;
 
 #[pg_schema]
 mod tests {
-    use crate::sql_tests::{create, error_of, one};
+    use crate::pg_test_helpers::{create, error_of, one};
     use pgrx::prelude::*;
 
     fn column_state(table: &str, column: &str) -> String {

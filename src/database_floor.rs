@@ -6,8 +6,9 @@
 //! tables to find a floor: no role's code runs and no role's values count, and only relations
 //! that are members of the extension and owned by a superuser are taken for it.
 //!
-//! The decisions (when to read, raise and flush the relation, and what a value read teaches)
-//! are the core's `floor::FloorView`; this file locates, reads, writes and flushes. Before the
+//! The steps (read, raise, re-read, flush) are the core's `protocol`, and the decisions in them
+//! (when to read, raise and flush the relation, and what a value read teaches) its
+//! `floor::FloorView`; this file locates, reads, writes and flushes. Before the
 //! first ID of each tick a backend looks at the floor relation's page, so a change somebody else
 //! made (a restore into this live database) is read before its next tick. Writes take an
 //! LWLock, so the relation only rises through them, and leave the relation's last two values in
@@ -17,12 +18,13 @@
 use std::sync::atomic::Ordering;
 
 use pgrx::prelude::*;
-use snowflake_id_core::floor::{FloorCheck, FloorView, LoggedValue, PageLsn, Provenance};
+use snowflake_id_core::floor::{FloorView, LoggedValue, PageLsn, Provenance};
+use snowflake_id_core::protocol::{self, Cover, FloorRelation};
 
 use crate::catalog::{self, CatalogTable, Extension};
 use crate::errors;
 use crate::gucs;
-use crate::reservation::renewal_policy;
+use crate::reservation::{renewal_policy, ClusterReservation};
 use crate::shared_memory::{
     with_lwlock, FloorWriteSlot, FloorWrites, SharedState, FLOOR_WRITE_SLOTS,
 };
@@ -120,150 +122,71 @@ impl DatabaseFloor {
         self.relations
     }
 
+    /// The relations (see [`Self::located`]) as the protocol sees them, with what this backend
+    /// knows of them.
+    fn in_database<'a>(
+        &'a mut self,
+        shared: &'a SharedState,
+    ) -> Option<(&'a mut FloorView, InDatabase<'a>)> {
+        self.located()?;
+        let relations = self.relations.as_mut()?;
+        let relation = InDatabase {
+            relations,
+            ours: &mut self.ours,
+            shared,
+        };
+        Some((&mut self.view, relation))
+    }
+
     /// Before a generator's first ID: reads the relation, raising the durable floor (and the
     /// cluster clock) when another cluster wrote it (`pg_upgrade`, a restored dump), or when
-    /// this server started without its reservation file.
+    /// this server started without its reservation file (`protocol::learn`).
     pub fn learn(&mut self, shared: &SharedState) {
-        if let Some(relations) = self.located() {
-            if let Some(page) = relations.floor_page_lsn() {
-                self.read(relations, page, shared);
-            }
+        if let Some((view, mut relation)) = self.in_database(shared) {
+            protocol::learn(view, &mut relation).unwrap_or_else(|refused| refused.raise());
         }
     }
 
     /// Before the first ID of a tick ending at `end_unix_us` leaves (the reservation already
-    /// covers it): the relation holds at least `end_unix_us`, and the WAL holds that write.
-    /// Returns false when the relation brought a floor from elsewhere at or above the tick's
-    /// end (a restore into this database): the tick may hold restored IDs, and the durable floor
-    /// has risen above it.
-    pub fn cover(&mut self, end_unix_us: i64, shared: &SharedState) -> bool {
+    /// covers it): `protocol::cover`, where the database has a floor relation.
+    pub fn cover(&mut self, end_unix_us: i64, shared: &SharedState) -> Cover {
         if self.relations.is_none() {
             // SAFETY: processes pending invalidation messages, as any lock acquisition does, so
             // that relations an update made since this transaction started are seen.
             unsafe { pg_sys::AcceptInvalidationMessages() };
         }
-        let Some(relations) = self.located() else {
-            return true;
+        let Some((view, mut relation)) = self.in_database(shared) else {
+            return Cover::Covered;
         };
-        let Some(mut page) = relations.floor_page_lsn() else {
+        let covered = protocol::cover(view, &mut relation, end_unix_us, &renewal_policy())
+            .unwrap_or_else(|refused| refused.raise());
+        if covered == Cover::Gone {
             // Dropped under us (DROP EXTENSION): the catalog's invalidation follows.
             self.relations = None;
-            return true;
-        };
-        let policy = renewal_policy();
-        match self.view.check(end_unix_us, page, &policy) {
-            FloorCheck::Covered => return true,
-            FloorCheck::Flush => {}
-            FloorCheck::Read => loop {
-                // Read, raise if near; when somebody changed the relation in between (another
-                // backend's write, a restore), read again rather than write over it.
-                if self
-                    .read(relations, page, shared)
-                    .is_some_and(|floor| floor >= end_unix_us)
-                {
-                    return false;
-                }
-                let reserved = shared.reserved_until();
-                let Some(target) = self.view.raise_to(end_unix_us, reserved, &policy) else {
-                    break;
-                };
-                if self.raise_relation(relations, target, page, shared) {
-                    break;
-                }
-                let Some(now) = relations.floor_page_lsn() else {
-                    self.relations = None;
-                    return true;
-                };
-                page = now;
-            },
         }
-        self.make_durable(end_unix_us);
-        true
+        covered
     }
 
-    /// Flushes the WAL as far as the view says a value at or above `end_unix_us` needs.
-    fn make_durable(&mut self, end_unix_us: i64) {
-        // SAFETY: reads the flushed WAL position from shared memory; no timeline is asked for.
-        let flushed = unsafe { pg_sys::GetFlushRecPtr(std::ptr::null_mut()) };
-        if let Some(lsn) = self.view.flush_for(end_unix_us, flushed) {
-            // SAFETY: flushing WAL up to a position already inserted, outside a critical section.
-            unsafe { pg_sys::XLogFlush(lsn) };
-        }
-    }
-
-    /// `snowflake_raise_floor`: the relation rises to `until_unix_us` (if below), flushed.
+    /// `snowflake_raise_floor`: `protocol::raise_floor` (the server's sessions, the relation,
+    /// the cluster's WAL); 55000 where the database has no floor relation.
     pub fn raise(&mut self, catalog: &CatalogTable, until_unix_us: i64, shared: &SharedState) {
-        let relations = self.located_or_missing(catalog);
-        loop {
-            let page = relations.floor_page_lsn().unwrap_or_else(|| {
-                errors::floor_relation_missing(&catalog.extension_schema()).raise()
-            });
-            self.read(relations, page, shared);
-            if self.view.newest().value >= until_unix_us
-                || self.raise_relation(relations, until_unix_us, page, shared)
-            {
-                break;
-            }
-        }
-        self.make_durable(self.view.newest().value);
-    }
-
-    /// Reads the relations (the floor's page read before, as `page`); raises the durable floor
-    /// to what the value teaches, and returns that.
-    fn read(&mut self, relations: Relations, page: PageLsn, shared: &SharedState) -> Option<i64> {
-        // The owner may have changed since the lookup (REASSIGN OWNED, ALTER ROLE): checked at
-        // every read, not only when the session looked the relations up.
-        let relations = Relations {
-            owner: trusted_owner(relations.floor),
-            ..relations
+        let missing = || errors::floor_relation_missing(&catalog.extension_schema()).raise();
+        let Some((view, mut relation)) = self.in_database(shared) else {
+            missing()
         };
-        if let Some(located) = self.relations.as_mut() {
-            located.owner = relations.owner;
+        let mut reservation = ClusterReservation(shared);
+        let raised = protocol::raise_floor(&mut reservation, view, &mut relation, until_unix_us)
+            .unwrap_or_else(|refused| refused.raise());
+        if raised == Cover::Gone {
+            missing();
         }
-        // The value and whether this server's newest write set it, under the floor writes' lock
-        // (shared; writes hold it exclusively around their setval and slot), so that a write
-        // finishing in between is not taken for somebody else's. The relation locks first, so
-        // that nothing waits for one while holding the LWLock.
-        relations.lock_relations();
-        let recent = &shared.floor_writes;
-        let (current, set_by_this_server) = recent.shared(|| {
-            let current = relations.current();
-            (current, recent.before(&relations, current))
-        });
-        self.ours = relations.value(relations.writer) == Some(this_cluster());
-        let from = Provenance {
-            set_by_this_server,
-            writer_is_this_cluster: self.ours,
-            started_without_reservation: shared.started_without_reservation(),
-        };
-        let known = self.view;
-        let learned = self.view.read(current, page, from, shared.reserved_until());
-        if let Some(floor) = learned {
-            // A value the extension did not write (a restore, pg_upgrade), where a role that is
-            // not a superuser may write the relation (the database's owner, a member of
-            // pg_write_all_data, a grant), moves the server's IDs at most the trusted lead
-            // ahead of the wall clock, which no write moves; beyond it the sessions of this
-            // database that read it issue no ID until a superuser accepts it or sets it back.
-            // Where only superusers can write it, it is theirs.
-            let (wall, _) = system_clock::wall_and_monotonic_us();
-            let limit = trusted_lead_us();
-            if floor > shared.durable_floor()
-                && floor.saturating_sub(wall) > limit
-                && writable_by_a_non_superuser(relations.floor)
-            {
-                // Read again next time: this view must not take the value as known.
-                self.view = known;
-                errors::floor_beyond_trust(&relation_name(relations.floor), floor, wall, limit)
-                    .raise();
-            }
-            shared.raise_durable_floor(floor);
-        }
-        learned
     }
 
     /// `snowflake_accept_floor`: the relation's value now, whoever wrote it.
     pub fn value_now(&mut self, catalog: &CatalogTable) -> i64 {
-        let relations = self.located_or_missing(catalog);
+        let relations = self
+            .located()
+            .unwrap_or_else(|| errors::floor_relation_missing(&catalog.extension_schema()).raise());
         Relations {
             owner: trusted_owner(relations.floor),
             ..relations
@@ -271,48 +194,108 @@ impl DatabaseFloor {
         .current()
         .value
     }
+}
 
-    /// The relations; 55000 where the extension predates them.
-    fn located_or_missing(&mut self, catalog: &CatalogTable) -> Relations {
-        self.located()
-            .unwrap_or_else(|| errors::floor_relation_missing(&catalog.extension_schema()).raise())
+/// One database's floor relations as the protocol (`snowflake_id_core::protocol`) sees them.
+struct InDatabase<'a> {
+    relations: &'a mut Relations,
+    /// Whether the writer relation names this cluster, as this backend last read or wrote it.
+    ours: &'a mut bool,
+    shared: &'a SharedState,
+}
+
+impl FloorRelation for InDatabase<'_> {
+    type Error = errors::Error;
+
+    /// The floor relation's page LSN (see [`Relations::floor_page_lsn`]).
+    fn page(&mut self) -> Option<PageLsn> {
+        self.relations.floor_page_lsn()
     }
 
-    /// Raises the relation to `value` when its page is still at `read_at`, as this backend read
-    /// it before its last read of the value; returns false, writing nothing, when somebody
-    /// changed it since (another backend's write, a restore): the caller reads it again. Writes
-    /// are serialised, so the relation only rises through them. (A `setval` that is not the
+    /// The value and whether this server's newest write set it, under the floor writes' lock
+    /// (shared; writes hold it exclusively around their setval and slot), so that a write
+    /// finishing in between is not taken for somebody else's.
+    fn read(&mut self) -> (LoggedValue, Provenance) {
+        // The owner may have changed since the lookup (REASSIGN OWNED, ALTER ROLE): checked at
+        // every read, not only when the session looked the relations up.
+        self.relations.owner = trusted_owner(self.relations.floor);
+        let relations = *self.relations;
+        // The relation locks first, so that nothing waits for one while holding the LWLock.
+        relations.lock_relations();
+        let recent = &self.shared.floor_writes;
+        let (current, set_by_this_server) = recent.shared(|| {
+            let current = relations.current();
+            (current, recent.before(&relations, current))
+        });
+        *self.ours = relations.value(relations.writer) == Some(this_cluster());
+        let from = Provenance {
+            set_by_this_server,
+            writer_is_this_cluster: *self.ours,
+            started_without_reservation: self.shared.started_without_reservation(),
+        };
+        (current, from)
+    }
+
+    fn reserved_until(&self) -> i64 {
+        self.shared.reserved_until()
+    }
+
+    /// A value the extension did not write (a restore, pg_upgrade), where a role that is not a
+    /// superuser may write the relation (the database's owner, a member of pg_write_all_data, a
+    /// grant), moves the server's IDs at most the trusted lead ahead of the wall clock, which no
+    /// write moves; beyond it the sessions of this database that read it issue no ID until a
+    /// superuser accepts it or sets it back. Where only superusers can write it, it is theirs.
+    fn learned(&mut self, floor: i64) -> Result<(), errors::Error> {
+        let (wall, _) = system_clock::wall_and_monotonic_us();
+        let limit = trusted_lead_us();
+        if floor > self.shared.durable_floor()
+            && floor.saturating_sub(wall) > limit
+            && writable_by_a_non_superuser(self.relations.floor)
+        {
+            let name = relation_name(self.relations.floor);
+            return Err(errors::floor_beyond_trust(&name, floor, wall, limit));
+        }
+        self.shared.raise_durable_floor(floor);
+        Ok(())
+    }
+
+    /// Raises the relation with `setval` when its page is still at `read_at`. Writes are
+    /// serialised, so the relation only rises through them. (A `setval` that is not the
     /// extension's, landing between the check and the write, a few microseconds, is written
     /// over: design §5.3.)
-    fn raise_relation(
-        &mut self,
-        relations: Relations,
-        value: i64,
-        read_at: PageLsn,
-        shared: &SharedState,
-    ) -> bool {
+    fn raise(&mut self, value: i64, read_at: PageLsn) -> Option<LoggedValue> {
+        let relations = *self.relations;
         relations.lock_relations();
-        let recent = &shared.floor_writes;
+        let recent = &self.shared.floor_writes;
         recent.exclusive(|| {
             let current = relations.current();
             if relations.floor_page_lsn() != Some(read_at) || current.value >= value {
-                return false;
+                return None;
             }
-            if !self.ours {
+            if !*self.ours {
                 // The writer first: a value that is not ours stays covered by the floor it
                 // raised.
                 relations.set(relations.writer, this_cluster());
-                self.ours = true;
+                *self.ours = true;
             }
             relations.set(relations.floor, value);
-            let logged = LoggedValue {
+            let written = LoggedValue {
                 value,
                 lsn: last_record_end(),
             };
-            recent.remember(&relations, current, logged);
-            self.view.wrote(logged);
-            true
+            recent.remember(&relations, current, written);
+            Some(written)
         })
+    }
+
+    fn flushed(&self) -> u64 {
+        // SAFETY: reads the flushed WAL position from shared memory; no timeline is asked for.
+        unsafe { pg_sys::GetFlushRecPtr(std::ptr::null_mut()) }
+    }
+
+    fn flush(&mut self, lsn: u64) {
+        // SAFETY: flushing WAL up to a position already inserted, outside a critical section.
+        unsafe { pg_sys::XLogFlush(lsn) };
     }
 }
 

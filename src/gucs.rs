@@ -5,22 +5,48 @@
 
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
-/// `snowflake_id.node_id` when the operator has not set it.
+// Each setting's default and bounds, by name (docs/reference.md, "Configuration", gives the
+// defaults and contexts; `pgrx-tests/tests/configuration_table.rs` checks it against what the
+// server registers).
+
+/// `snowflake_id.node_id` when the operator has not set it (its default and lower bound).
 pub const NODE_ID_UNSET: i32 = -1;
+const NODE_ID_MAX: i32 = i32::MAX;
+const MAX_WORKERS_DEFAULT: i32 = 1024;
+const MAX_WORKERS_MIN: i32 = 1;
 /// Upper bound of `snowflake_id.max_workers`: more worker ids per space than sessions can use.
 pub const MAX_WORKERS_LIMIT: i32 = 65_536;
-
-pub static NODE_ID: GucSetting<i32> = GucSetting::<i32>::new(NODE_ID_UNSET);
-pub static MAX_WORKERS: GucSetting<i32> = GucSetting::<i32>::new(1024);
-pub static MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(100);
-pub static RESERVE_AHEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+const MAX_LEAD_DEFAULT_MS: i32 = 100;
+const MAX_LEAD_MIN_MS: i32 = 0;
+const MAX_LEAD_MAX_MS: i32 = 3_600_000;
+const RESERVE_AHEAD_DEFAULT_MS: i32 = 1_000;
+const RESERVE_AHEAD_MIN_MS: i32 = 1;
+const RESERVE_AHEAD_MAX_MS: i32 = 86_400_000;
 /// Our custom WAL resource manager id: 128–255 is the range PostgreSQL leaves to extensions
 /// (128 is for development only). 176 is unused by the extensions we know of; an operator whose
 /// other extension claims it moves ours here (docs/design.md §5.2).
-pub static WAL_RMGR_ID: GucSetting<i32> = GucSetting::<i32>::new(176);
-pub static MAX_CLOCK_JUMP_MS: GucSetting<i32> = GucSetting::<i32>::new(1_000);
-pub static CLOCK_JUMP_CONFIRM_MS: GucSetting<i32> = GucSetting::<i32>::new(10_000);
-pub static FAILOVER_LAG_MS: GucSetting<i32> = GucSetting::<i32>::new(500);
+const WAL_RMGR_ID_DEFAULT: i32 = 176;
+const WAL_RMGR_ID_MIN: i32 = 129;
+const WAL_RMGR_ID_MAX: i32 = 255;
+const MAX_CLOCK_JUMP_DEFAULT_MS: i32 = 1_000;
+const MAX_CLOCK_JUMP_MIN_MS: i32 = 0;
+const MAX_CLOCK_JUMP_MAX_MS: i32 = i32::MAX;
+const CLOCK_JUMP_CONFIRM_DEFAULT_MS: i32 = 10_000;
+const CLOCK_JUMP_CONFIRM_MIN_MS: i32 = 0;
+const CLOCK_JUMP_CONFIRM_MAX_MS: i32 = i32::MAX;
+const FAILOVER_LAG_DEFAULT_MS: i32 = 500;
+const FAILOVER_LAG_MIN_MS: i32 = 0;
+const FAILOVER_LAG_MAX_MS: i32 = 3_600_000;
+
+pub static NODE_ID: GucSetting<i32> = GucSetting::<i32>::new(NODE_ID_UNSET);
+pub static MAX_WORKERS: GucSetting<i32> = GucSetting::<i32>::new(MAX_WORKERS_DEFAULT);
+pub static MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(MAX_LEAD_DEFAULT_MS);
+pub static RESERVE_AHEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(RESERVE_AHEAD_DEFAULT_MS);
+pub static WAL_RMGR_ID: GucSetting<i32> = GucSetting::<i32>::new(WAL_RMGR_ID_DEFAULT);
+pub static MAX_CLOCK_JUMP_MS: GucSetting<i32> = GucSetting::<i32>::new(MAX_CLOCK_JUMP_DEFAULT_MS);
+pub static CLOCK_JUMP_CONFIRM_MS: GucSetting<i32> =
+    GucSetting::<i32>::new(CLOCK_JUMP_CONFIRM_DEFAULT_MS);
+pub static FAILOVER_LAG_MS: GucSetting<i32> = GucSetting::<i32>::new(FAILOVER_LAG_DEFAULT_MS);
 
 /// `snowflake_id.max_lead` as each ID reads it: one load, without the check of the calling
 /// thread in `GucSetting::get` (a tenth of an ID's instructions).
@@ -41,7 +67,7 @@ pub fn register() {
           the server command line, so no session can forge another node's IDs.",
         &NODE_ID,
         NODE_ID_UNSET,
-        i32::MAX,
+        NODE_ID_MAX,
         GucContext::Postmaster,
         GucFlags::default(),
     );
@@ -52,7 +78,7 @@ pub fn register() {
         c"A session holds a worker id of a sequence's width from its first ID until it exits; \
           past this many (or 2^worker_bits) sessions, further sessions share worker ids.",
         &MAX_WORKERS,
-        1,
+        MAX_WORKERS_MIN,
         MAX_WORKERS_LIMIT,
         GucContext::Postmaster,
         GucFlags::default(),
@@ -62,8 +88,8 @@ pub fn register() {
         c"How far IDs may run ahead of the clock when a backend exhausts a tick.",
         c"Past this lead a backend sleeps until the clock catches up.",
         &MAX_LEAD_MS,
-        0,
-        3_600_000,
+        MAX_LEAD_MIN_MS,
+        MAX_LEAD_MAX_MS,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
@@ -73,8 +99,8 @@ pub fn register() {
         c"The reservation is fsynced about once per this window; after a restart or crash IDs \
           start after it, whatever the clock says.",
         &RESERVE_AHEAD_MS,
-        1,
-        86_400_000,
+        RESERVE_AHEAD_MIN_MS,
+        RESERVE_AHEAD_MAX_MS,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
@@ -85,8 +111,8 @@ pub fn register() {
           replication group at once, after a clean shutdown: WAL written with the old id can no \
           longer be replayed.",
         &WAL_RMGR_ID,
-        129,
-        255,
+        WAL_RMGR_ID_MIN,
+        WAL_RMGR_ID_MAX,
         GucContext::Postmaster,
         GucFlags::default(),
     );
@@ -96,8 +122,8 @@ pub fn register() {
         c"A larger jump is followed only after it has lasted snowflake_id.clock_jump_confirm; a \
           glitch that goes away before then leaves no trace in the IDs.",
         &MAX_CLOCK_JUMP_MS,
-        0,
-        i32::MAX,
+        MAX_CLOCK_JUMP_MIN_MS,
+        MAX_CLOCK_JUMP_MAX_MS,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
@@ -106,8 +132,8 @@ pub fn register() {
         c"How long a forward jump larger than snowflake_id.max_clock_jump must last to be followed.",
         c"Until then the cluster clock continues at real speed from its last trusted reading.",
         &CLOCK_JUMP_CONFIRM_MS,
-        0,
-        i32::MAX,
+        CLOCK_JUMP_CONFIRM_MIN_MS,
+        CLOCK_JUMP_CONFIRM_MAX_MS,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
@@ -118,8 +144,8 @@ pub fn register() {
           clock this much (plus snowflake_id.max_lead and the coarsest tick, less half of \
           snowflake_id.reserve_ahead) above the last reservation it replayed.",
         &FAILOVER_LAG_MS,
-        0,
-        3_600_000,
+        FAILOVER_LAG_MIN_MS,
+        FAILOVER_LAG_MAX_MS,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );

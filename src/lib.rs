@@ -30,6 +30,8 @@ mod convert_column_tests;
 #[cfg(any(test, feature = "pg_test"))]
 mod partition_tests;
 #[cfg(any(test, feature = "pg_test"))]
+mod pg_test_helpers;
+#[cfg(any(test, feature = "pg_test"))]
 mod sql_tests;
 
 ::pgrx::pg_module_magic!(name, version);

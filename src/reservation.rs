@@ -1,7 +1,8 @@
 //! The durable reservation (docs/design.md §5): a time no issued ID's tick ends after, renewed
 //! ahead of the IDs and kept in the WAL and in a file of the data directory, and the durable
-//! floor, what this server learned of IDs issued elsewhere. Here are the renewal (its policy is
-//! the core's `renewal`), the floor, the lock that serialises both, the shutdown write, and the
+//! floor, what this server learned of IDs issued elsewhere. Here are the reservation as the
+//! core's `protocol` sees it (whose steps renew it, by the core's `renewal` policy), the floor,
+//! the lock that serialises both, the shutdown write, and the
 //! custom WAL resource manager whose one record says "no ID's tick ends after this time":
 //! replaying it (on a standby, in crash recovery, in point-in-time recovery) raises that
 //! server's durable floor, so the floor travels with the data to every server that has the rows.
@@ -14,73 +15,126 @@ use std::sync::atomic::Ordering;
 
 use pgrx::prelude::*;
 
-use snowflake_id_core::renewal::{RenewalPolicy, SessionRenewal};
+use snowflake_id_core::protocol;
+use snowflake_id_core::renewal::RenewalPolicy;
 use snowflake_id_core::reservation as reservation_file;
 use snowflake_id_core::worker_ids::WorkerId;
 
 use crate::errors;
 use crate::gucs;
-use crate::shared_memory::{self, with_lwlock, SharedState};
+use crate::shared_memory::{self, lwlock_section, with_lwlock, SharedState};
 use crate::system_clock;
 
-impl SharedState {
-    /// Makes sure the reservation covers `end_unix_us` (the end of a tick about to be used) with
-    /// room to spare, renewing it (WAL record, flush, file) ahead of need. Raises when the file
-    /// cannot be written or was found broken at startup.
-    pub fn ensure_reserved(&self, end_unix_us: i64) {
-        let reservation = &self.reservation;
-        let policy = renewal_policy();
-        let until = reservation.until_unix_us.load(Ordering::Acquire);
-        let (enough, wait) = match policy.for_session(until, end_unix_us) {
-            SessionRenewal::Covered => return,
-            SessionRenewal::TryRenew { enough } => (enough, false),
-            SessionRenewal::WaitAndRenew { enough } => (enough, true),
-        };
-        if reservation.broken.load(Ordering::Relaxed) {
-            reservation_broken();
+/// The cluster's reservation as the protocol (`snowflake_id_core::protocol`) sees it: shared
+/// memory, the WAL (`log_reservation`) and the file.
+pub struct ClusterReservation<'a>(pub &'a SharedState);
+
+/// Why a reservation was not written.
+pub enum ReservationFailure {
+    /// The file was found unusable at startup: no reservation is written until it is repaired.
+    Broken,
+    /// Writing the file failed.
+    NotWritten(reservation_file::WriteError),
+}
+
+impl ReservationFailure {
+    /// Raises it for a session (counting a failed write).
+    pub fn raise(self, shared: &SharedState) -> ! {
+        match self {
+            ReservationFailure::Broken => reservation_broken(),
+            ReservationFailure::NotWritten(error) => {
+                shared.count_write_failure();
+                errors::reservation_not_written(&in_data_dir(&error.path), &error.error).raise()
+            }
         }
-        let renew = || self.renew(&policy, end_unix_us, enough, self.read_clock().now_unix_us);
-        let result = if wait {
-            Some(self.with_reservation_lock(renew))
-        } else {
-            self.try_with_reservation_lock(renew)
-        };
-        if let Some(Err(error)) = result {
-            self.count_write_failure();
-            errors::reservation_not_written(&in_data_dir(&error.path), &error.error).raise();
+    }
+}
+
+impl protocol::Reservation for ClusterReservation<'_> {
+    type Error = ReservationFailure;
+
+    fn reserved_until(&self) -> i64 {
+        self.0.reserved_until()
+    }
+
+    fn durable_floor(&self) -> i64 {
+        self.0.durable_floor()
+    }
+
+    fn now(&self) -> i64 {
+        self.0.read_clock().now_unix_us
+    }
+
+    fn writable(&self) -> Result<(), ReservationFailure> {
+        match self.0.reservation.broken.load(Ordering::Relaxed) {
+            true => Err(ReservationFailure::Broken),
+            false => Ok(()),
         }
     }
 
-    /// The reservation worker's turn (`reservation_worker.rs`): renews the reservation when the
-    /// policy says so, so sessions find it renewed and none pays for the WAL flush and fsyncs
-    /// itself, and a standby's last reservation is never older than an eighth of a window (design
-    /// §5.2). An idle server without standbys writes nothing.
+    fn with_lock<T>(&mut self, wait: bool, f: impl FnOnce(&mut Self) -> T) -> Option<T> {
+        let shared = self.0;
+        lwlock_section(
+            &shared.reservation.lock,
+            pg_sys::LWLockMode::LW_EXCLUSIVE,
+            wait,
+            || f(self),
+        )
+    }
+
+    /// The WAL first: a standby, a crash recovery and a restored backup learn the reservation
+    /// from it; the file carries it past the next checkpoint.
+    fn write(&mut self, until: i64) -> Result<(), ReservationFailure> {
+        log_reservation(until);
+        reservation_file::write(Path::new("."), until)
+            .map(|()| {
+                self.0
+                    .reservation
+                    .until_unix_us
+                    .store(until, Ordering::Release);
+                self.0
+                    .counters
+                    .reservation_writes
+                    .fetch_add(1, Ordering::Relaxed);
+            })
+            .map_err(ReservationFailure::NotWritten)
+    }
+
+    fn raise_durable_floor(&mut self, floor: i64) {
+        self.0.raise_durable_floor(floor);
+    }
+
+    fn log_durable_floor(&mut self, floor: i64) {
+        self.0.log_and_raise_durable_floor(floor);
+    }
+}
+
+impl SharedState {
+    /// The reservation worker's turn (`reservation_worker.rs`): `protocol::renew_for_worker`,
+    /// so sessions find the reservation renewed and none pays for the WAL flush and fsyncs
+    /// itself, and a standby's last reservation is never older than an eighth of a window
+    /// (design §5.2). An idle server without standbys writes nothing.
     pub fn renew_for_sessions(&self, standby_streaming: impl FnOnce() -> bool) {
-        let policy = renewal_policy();
         // The cluster clock through the monotonic clock only: the worker neither starts the
         // clock nor reads the wall clock, whose steps the sessions observe and count.
         let Some(now) = self.clock.read_monotonic(system_clock::monotonic_us()) else {
             return;
         };
-        if self.reservation.broken.load(Ordering::Relaxed) {
-            return;
-        }
-        let until = self.reservation.until_unix_us.load(Ordering::Acquire);
-        let Some(horizon) =
-            policy.for_worker(until, self.owned_high_water(), now, standby_streaming)
-        else {
-            return;
-        };
-        let written = self
-            .try_with_reservation_lock(|| self.renew(&policy, horizon, policy.worker_mark(), now));
+        let written = protocol::renew_for_worker(
+            &mut ClusterReservation(self),
+            &renewal_policy(),
+            self.owned_high_water(),
+            now,
+            standby_streaming,
+        );
         match written {
-            Some(Ok(true)) => {
+            Ok(true) => {
                 self.counters
                     .reservation_worker_writes
                     .fetch_add(1, Ordering::Relaxed);
             }
-            Some(Ok(false)) | None => {}
-            Some(Err(error)) => {
+            Ok(false) | Err(ReservationFailure::Broken) => {}
+            Err(ReservationFailure::NotWritten(error)) => {
                 self.count_write_failure();
                 pgrx::warning!(
                     "snowflake_id: could not renew the reservation in \"{}\": {error}",
@@ -95,38 +149,6 @@ impl SharedState {
         self.counters
             .reservation_write_failures
             .fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Under the reservation lock: renews the reservation beyond `end_unix_us` (and the cluster
-    /// clock's `now_unix_us`) unless it already reaches `enough` past it (another process
-    /// renewed it meanwhile); whether it wrote.
-    fn renew(
-        &self,
-        policy: &RenewalPolicy,
-        end_unix_us: i64,
-        enough: i64,
-        now_unix_us: i64,
-    ) -> Result<bool, reservation_file::WriteError> {
-        let reservation = &self.reservation;
-        let until = reservation.until_unix_us.load(Ordering::Acquire);
-        if !policy.needs_renewal(until, end_unix_us, enough) {
-            return Ok(false);
-        }
-        let until = policy.renewed_until(
-            end_unix_us,
-            now_unix_us,
-            reservation.floor_unix_us.load(Ordering::Acquire),
-        );
-        // The WAL first: a standby, a crash recovery and a restored backup learn the
-        // reservation from it; the file carries it past the next checkpoint.
-        log_reservation(until);
-        reservation_file::write(Path::new("."), until).map(|()| {
-            reservation.until_unix_us.store(until, Ordering::Release);
-            self.counters
-                .reservation_writes
-                .fetch_add(1, Ordering::Relaxed);
-            true
-        })
     }
 
     /// The published reservation (i64::MIN before the first): no ID's tick ends after it.
@@ -212,14 +234,15 @@ impl SharedState {
                 return Ok(());
             }
             let replayed = self.reservation.floor_unix_us.load(Ordering::Acquire);
-            let mut written = Ok(());
-            if replayed != i64::MIN {
-                let floor = replayed.saturating_add(failover_margin_us());
-                self.raise_floor_and_clock(floor);
-                written = raise_file(floor);
-            }
+            let floor = protocol::floor_after_promotion(
+                replayed,
+                failover_margin_us(),
+                self.read_clock().now_unix_us,
+                issue_lead_us(),
+            );
+            self.raise_floor_and_clock(floor);
             pending.store(false, Ordering::Release);
-            written
+            raise_file(floor)
         });
         if let Err(error) = written {
             self.count_write_failure();
@@ -230,22 +253,6 @@ impl SharedState {
     /// Runs `f` holding the LWLock that serialises writing the reservation (WAL and file).
     fn with_reservation_lock<T>(&self, f: impl FnOnce() -> T) -> T {
         with_lwlock(&self.reservation.lock, pg_sys::LWLockMode::LW_EXCLUSIVE, f)
-    }
-
-    /// [`Self::with_reservation_lock`] without waiting: `None` when another backend holds it.
-    fn try_with_reservation_lock<T>(&self, f: impl FnOnce() -> T) -> Option<T> {
-        let lock = self.reservation.lock.load(Ordering::Relaxed);
-        // SAFETY: `lock` is our tranche's LWLock in shared memory, set at startup; a conditional
-        // acquire never sleeps, and an ERROR in `f` releases every LWLock held.
-        let acquired =
-            unsafe { pg_sys::LWLockConditionalAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) };
-        if !acquired {
-            return None;
-        }
-        let result = f();
-        // SAFETY: we acquired this lock above.
-        unsafe { pg_sys::LWLockRelease(lock) };
-        Some(result)
     }
 
     /// The end of the latest tick any session owns on any worker id (0 if none).
@@ -295,16 +302,26 @@ fn raise_file(floor_unix_us: i64) -> Result<(), reservation_file::WriteError> {
 /// this (plus the lead) beyond t.
 const COARSEST_TICK_US: i64 = 1_000_000;
 
-/// How far above the last replayed reservation a promoted standby starts (design §5.2): the
-/// last record it has was written at most `failover_lag` + half a window (the waiting mark)
-/// before the failure,
-/// and reserved a whole window beyond the clock then; the IDs issued until the failure end at
-/// most `max_lead` and a tick beyond the clock.
+/// A setting in milliseconds, in µs.
+fn setting_us(setting: &pgrx::GucSetting<i32>) -> i64 {
+    i64::from(setting.get()) * 1_000
+}
+
+/// How far above the last replayed reservation a promoted standby starts (design §5.2,
+/// `protocol::failover_margin`), with the settings as they are now.
 fn failover_margin_us() -> i64 {
-    let ms = |setting: &pgrx::GucSetting<i32>| i64::from(setting.get()) * 1_000;
-    (ms(&gucs::FAILOVER_LAG_MS) + ms(&gucs::MAX_LEAD_MS) + COARSEST_TICK_US
-        - renewal_policy().wait_mark())
-    .max(0)
+    protocol::failover_margin(
+        &renewal_policy(),
+        setting_us(&gucs::FAILOVER_LAG_MS),
+        setting_us(&gucs::MAX_LEAD_MS),
+        COARSEST_TICK_US,
+    )
+}
+
+/// How far beyond the clock an issued ID's tick may end: `snowflake_id.max_lead` and the
+/// coarsest tick.
+fn issue_lead_us() -> i64 {
+    setting_us(&gucs::MAX_LEAD_MS) + COARSEST_TICK_US
 }
 
 /// The full path of `relative`, a path relative to the data directory (the working directory).
@@ -365,8 +382,10 @@ fn log_reservation(until_unix_us: i64) {
     let mut payload = until_unix_us.to_le_bytes();
 
     // SAFETY: a record with 8 bytes of main data that live until XLogInsert returns (it copies
-    // them); called in a normal backend outside recovery (attachment_for refuses during recovery),
-    // where inserting WAL is allowed. An ERROR inside unwinds through pgrx's guard.
+    // them); called outside recovery, where inserting WAL is allowed: by sessions issuing IDs
+    // (`take_worker_id` refuses during recovery), by the reservation worker (started once
+    // recovery has finished) and by `snowflake_raise_floor` / `snowflake_accept_floor` (which
+    // refuse during recovery). An ERROR inside unwinds through pgrx's guard.
     unsafe {
         pg_sys::XLogBeginInsert();
         // `as _`: the length is `int` up to PostgreSQL 15 and `uint32` from 16 on; 8 fits both.

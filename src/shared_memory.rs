@@ -164,14 +164,33 @@ pub fn with_lwlock<T>(
     mode: pg_sys::LWLockMode::Type,
     f: impl FnOnce() -> T,
 ) -> T {
+    lwlock_section(lock, mode, true, f).expect("a waiting acquire returns holding the lock")
+}
+
+/// Runs `f` holding `lock`, one of the extension's LWLocks, in `mode`: waiting for it, or,
+/// when `wait` is false, only if it can be taken at once (None otherwise).
+pub fn lwlock_section<T>(
+    lock: &AtomicPtr<pg_sys::LWLock>,
+    mode: pg_sys::LWLockMode::Type,
+    wait: bool,
+    f: impl FnOnce() -> T,
+) -> Option<T> {
     let lock = lock.load(Ordering::Relaxed);
-    // SAFETY: `lock` is an LWLock of our tranches in shared memory, set at startup. If `f`
-    // raises an ERROR (a WAL insert can), PostgreSQL's error recovery releases every LWLock held.
-    unsafe { pg_sys::LWLockAcquire(lock, mode) };
+    // SAFETY: `lock` is an LWLock of our tranches in shared memory, set at startup; a
+    // conditional acquire never sleeps. If `f` raises an ERROR (a WAL insert can), PostgreSQL's
+    // error recovery releases every LWLock held.
+    unsafe {
+        if wait {
+            // (Its result says whether it had to wait, not whether it holds the lock: it does.)
+            pg_sys::LWLockAcquire(lock, mode);
+        } else if !pg_sys::LWLockConditionalAcquire(lock, mode) {
+            return None;
+        }
+    }
     let result = f();
     // SAFETY: we acquired this lock above.
     unsafe { pg_sys::LWLockRelease(lock) };
-    result
+    Some(result)
 }
 
 /// The shared state, or the "add shared_preload_libraries" error.
@@ -234,82 +253,104 @@ unsafe extern "C-unwind" fn request_shared_memory() {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn init_shared_memory() {
+    if let Some(previous) = PREVIOUS_STARTUP_HOOK.get().copied().flatten() {
+        // SAFETY: the hook that was installed before ours, called where PostgreSQL calls ours.
+        unsafe { previous() };
+    }
     // SAFETY: called by PostgreSQL in shmem_startup_hook (postmaster start and every crash
-    // restart), with the data directory as working directory. AddinShmemInitLock
-    // (MainLWLockArray[21]) serialises segment creation; the segment is `segment_size()` bytes
-    // as requested, so the aligned header plus the worker ids fit.
-    unsafe {
-        if let Some(previous) = PREVIOUS_STARTUP_HOOK.get().copied().flatten() {
-            previous();
-        }
+    // restart), once MainLWLockArray exists; AddinShmemInitLock (MainLWLockArray[21])
+    // serialises the creation of add-in segments.
+    let init_lock = unsafe {
         let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(ADDIN_SHMEM_INIT_LOCK)).lock;
         pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-        let mut found = false;
-        let raw = pg_sys::ShmemInitStruct(SEGMENT_NAME.as_ptr(), segment_size(), &mut found);
-        let header = raw
-            .cast::<u8>()
-            .add(raw.cast::<u8>().align_offset(ALIGNMENT))
-            .cast::<SharedState>();
-        if !found {
-            let spaces = spaces();
-            let reservation_lock =
-                &raw mut (*pg_sys::GetNamedLWLockTranche(SEGMENT_NAME.as_ptr())).lock;
-            let floor_writes_lock =
-                &raw mut (*pg_sys::GetNamedLWLockTranche(FLOOR_WRITES_TRANCHE.as_ptr())).lock;
-            // A restart (clean or after a crash) continues after the persisted reservation,
-            // whatever the wall clock says now (docs/design.md §5).
-            let (floor, broken) = match reservation_file::read(Path::new(".")) {
-                Ok(Some(until)) => (until, false),
-                Ok(None) => (i64::MIN, false),
-                Err(error) => {
-                    pgrx::warning!(
-                        "snowflake_id: the reservation file is unusable ({error}); IDs are refused"
-                    );
-                    (i64::MIN, true)
-                }
-            };
-            header.write(SharedState {
-                clock: ClusterClock::new(),
-                reservation: Reservation {
-                    until_unix_us: AtomicI64::new(i64::MIN),
-                    floor_unix_us: AtomicI64::new(floor),
-                    broken: AtomicBool::new(broken),
-                    started_without_file: AtomicBool::new(floor == i64::MIN && !broken),
-                    // The signal files of standby mode and targeted recovery (the data
-                    // directory is the working directory).
-                    promotion_pending: AtomicBool::new(
-                        Path::new("standby.signal").exists()
-                            || Path::new("recovery.signal").exists(),
-                    ),
-                    lock: AtomicPtr::new(reservation_lock),
-                },
-                counters: Counters::default(),
-                floor_writes: FloorWrites {
-                    lock: AtomicPtr::new(floor_writes_lock),
-                    slots: std::array::from_fn(|_| FloorWriteSlot::empty()),
-                },
-                spaces,
-            });
+        init_lock
+    };
+    let mut found = false;
+    // SAFETY: the segment `request_shared_memory` asked for, by its name and size.
+    let raw = unsafe { pg_sys::ShmemInitStruct(SEGMENT_NAME.as_ptr(), segment_size(), &mut found) };
+    let header = raw
+        .cast::<u8>()
+        .wrapping_add(raw.cast::<u8>().align_offset(ALIGNMENT))
+        .cast::<SharedState>();
+    if !found {
+        // SAFETY: both tranches were requested in `request_shared_memory`, one lock each.
+        let locks = unsafe {
+            (
+                &raw mut (*pg_sys::GetNamedLWLockTranche(SEGMENT_NAME.as_ptr())).lock,
+                &raw mut (*pg_sys::GetNamedLWLockTranche(FLOOR_WRITES_TRANCHE.as_ptr())).lock,
+            )
+        };
+        let state = new_shared_state(locks);
+        let worker_ids = state.spaces.table_len();
+        // SAFETY: the segment is `segment_size()` bytes: the header aligned to ALIGNMENT, then
+        // `table_len()` worker ids; nobody reads it before SHARED is stored below.
+        unsafe {
+            header.write(state);
             let first_id = header.add(1).cast::<WorkerId>();
-            for index in 0..spaces.table_len() {
+            for index in 0..worker_ids {
                 first_id.add(index).write(WorkerId::new());
             }
-            let (wall, monotonic) = system_clock::wall_and_monotonic_us();
-            (*header).clock.start(wall, monotonic, floor);
-            // Starting after the reservation is not a clock step: count only later changes.
-            let lag = (*header)
-                .clock
-                .read(wall, monotonic, JumpPolicy::TRUST_ALL)
-                .wall_behind_us;
-            (*header)
-                .counters
-                .known_lag_us
-                .store(lag, Ordering::Relaxed);
-            pg_sys::on_shmem_exit(Some(at_exit), pg_sys::Datum::from(0));
         }
-        pg_sys::LWLockRelease(init_lock);
-        SHARED.store(header, Ordering::Release);
+        // SAFETY: written just above, and never moved or freed.
+        start_clock(unsafe { &*header });
+        // SAFETY: registers a callback in the postmaster, with no argument.
+        unsafe { pg_sys::on_shmem_exit(Some(at_exit), pg_sys::Datum::from(0)) };
     }
+    // SAFETY: acquired above.
+    unsafe { pg_sys::LWLockRelease(init_lock) };
+    SHARED.store(header, Ordering::Release);
+}
+
+/// The shared state of a server starting (the postmaster's start or a crash restart), with its
+/// two LWLocks (the reservation's, the floor writes'): a restart (clean or after a crash)
+/// continues after the persisted reservation, whatever the wall clock says now (docs/design.md
+/// §5).
+fn new_shared_state(
+    (reservation_lock, floor_writes_lock): (*mut pg_sys::LWLock, *mut pg_sys::LWLock),
+) -> SharedState {
+    let (floor, broken) = match reservation_file::read(Path::new(".")) {
+        Ok(Some(until)) => (until, false),
+        Ok(None) => (i64::MIN, false),
+        Err(error) => {
+            pgrx::warning!(
+                "snowflake_id: the reservation file is unusable ({error}); IDs are refused"
+            );
+            (i64::MIN, true)
+        }
+    };
+    SharedState {
+        clock: ClusterClock::new(),
+        reservation: Reservation {
+            until_unix_us: AtomicI64::new(i64::MIN),
+            floor_unix_us: AtomicI64::new(floor),
+            broken: AtomicBool::new(broken),
+            started_without_file: AtomicBool::new(floor == i64::MIN && !broken),
+            // The signal files of standby mode and targeted recovery (the data directory is
+            // the working directory).
+            promotion_pending: AtomicBool::new(
+                Path::new("standby.signal").exists() || Path::new("recovery.signal").exists(),
+            ),
+            lock: AtomicPtr::new(reservation_lock),
+        },
+        counters: Counters::default(),
+        floor_writes: FloorWrites {
+            lock: AtomicPtr::new(floor_writes_lock),
+            slots: std::array::from_fn(|_| FloorWriteSlot::empty()),
+        },
+        spaces: spaces(),
+    }
+}
+
+/// Starts the cluster clock at the durable floor the state was made with. Starting after the
+/// reservation is not a clock step: only later changes count as the wall clock's lag.
+fn start_clock(state: &SharedState) {
+    let (wall, monotonic) = system_clock::wall_and_monotonic_us();
+    state.clock.start(wall, monotonic, state.durable_floor());
+    let lag = state
+        .clock
+        .read(wall, monotonic, JumpPolicy::TRUST_ALL)
+        .wall_behind_us;
+    state.counters.known_lag_us.store(lag, Ordering::Relaxed);
 }
 
 /// At the postmaster's exit: a clean shutdown (code 0) runs the callback `install_hooks` was

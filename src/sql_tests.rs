@@ -1,48 +1,10 @@
-//! `#[pg_test]`s of the SQL surface, run in a server that preloads the extension, and the
-//! helpers they share with the other `#[pg_test]` files (`convert_column_tests.rs`).
+//! `#[pg_test]`s of the SQL surface, run in a server that preloads the extension.
 
 use pgrx::prelude::*;
 
-/// The one value `sql` returns (not NULL).
-pub(crate) fn one<T: FromDatum + IntoDatum>(sql: &str) -> T {
-    Spi::get_one::<T>(sql)
-        .expect(sql)
-        .expect("query returned NULL")
-}
-
-/// Runs `sql` in a subtransaction and returns "SQLSTATE: message | hint" of the error it raises.
-pub(crate) fn error_of(sql: &str) -> String {
-    // Created once per session, so it still works after SET ROLE.
-    Spi::run(
-        "DO $do$ BEGIN
-         IF to_regprocedure('pg_temp.error_of(text)') IS NULL THEN
-             CREATE FUNCTION pg_temp.error_of(statement text) RETURNS text
-             LANGUAGE plpgsql AS $fn$
-             DECLARE hint text;
-             BEGIN
-                 EXECUTE statement;
-                 RETURN 'no error';
-             EXCEPTION WHEN OTHERS THEN
-                 GET STACKED DIAGNOSTICS hint = PG_EXCEPTION_HINT;
-                 RETURN SQLSTATE || ': ' || SQLERRM || ' | ' || hint;
-             END $fn$;
-         END IF;
-         END $do$",
-    )
-    .expect("create error_of");
-    Spi::get_one_with_args::<String>("SELECT pg_temp.error_of($1)", &[sql.into()])
-        .expect("error_of")
-        .expect("error_of returned NULL")
-}
-
-/// `snowflake_create_sequence(<sql_args>)`.
-pub(crate) fn create(sql_args: &str) {
-    Spi::run(&format!("SELECT snowflake_create_sequence({sql_args})")).unwrap();
-}
-
 #[pg_schema]
 mod tests {
-    use super::{create, error_of, one};
+    use crate::pg_test_helpers::{create, error_of, one};
     use pgrx::prelude::*;
 
     #[pg_test]

@@ -5,7 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use crate::faults::faketime_environment;
-use crate::host::{chown_to_server_user, copy_dir, free_port, new_cluster_dir, new_cluster_dir_in};
+use crate::host::{
+    chown_to_server_user, copy_dir, free_port, new_cluster_dir, new_cluster_dir_in, PGBACKREST,
+};
 use crate::initdb_template;
 use crate::installation::{pg_config_dir, postgres_bin_dir};
 use crate::Cluster;
@@ -226,7 +228,7 @@ impl ClusterBuilder {
                 ]);
             }
             Origin::PgBackRestRestore { restore, .. } => {
-                cluster.server_command(crate::pgbackrest::PGBACKREST, |command| {
+                cluster.server_command(PGBACKREST, |command| {
                     command
                         .arg(format!("--pg1-path={}", cluster.data.display()))
                         .args(restore);

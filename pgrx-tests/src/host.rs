@@ -1,11 +1,15 @@
-//! The machine the servers run on: the OS user they run as when the tests run as root, fresh
-//! directories for clusters and their companions, ports nothing else was handed, and the output
-//! of a finished program for failure messages.
+//! The machine the servers run on: the OS user they run as when the tests run as root, where the
+//! test command installed pgBackRest, fresh directories for clusters and their companions, ports
+//! nothing else was handed, and the output of a finished program for failure messages.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Where the test command puts trixie's pgBackRest (`install_pgbackrest_from_trixie` in
+/// scripts/install-postgres.sh; Debian 12's 2.45 refuses PostgreSQL 17 and 18).
+pub(crate) const PGBACKREST: &str = "/opt/snowflake_id/pgbackrest/bin/pgbackrest";
 
 /// The OS user that runs the servers when the tests run as root (initdb and postgres refuse
 /// root).

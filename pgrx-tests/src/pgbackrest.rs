@@ -7,12 +7,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::builder::Origin;
-use crate::host::{chown_to_server_user, new_cluster_dir};
+use crate::host::{chown_to_server_user, new_cluster_dir, PGBACKREST};
 use crate::{wait_until, Client, Cluster, ClusterBuilder};
 
-/// Where the test command puts trixie's program (`install_pgbackrest_from_trixie` in
-/// scripts/install-postgres.sh; Debian 12's 2.45 refuses PostgreSQL 17 and 18).
-pub(crate) const PGBACKREST: &str = "/opt/snowflake_id/pgbackrest/bin/pgbackrest";
 const STANZA: &str = "main";
 
 pub struct PgBackRest {

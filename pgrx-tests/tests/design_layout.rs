@@ -1,7 +1,8 @@
 //! docs/design.md §7 stays true to the tree: every source file of the glue (`src/`) and of the
 //! pure core (`crates/snowflake_id_core/src/`) is named in the code-layout section, and every
-//! file that section lists exists; and no two files of `src/` use each other, directly or
-//! through others (§7: each glue file builds on the ones below it). No server is started.
+//! file that section lists exists; and no two modules of the glue (`src/`), of the core or of
+//! the whole-cluster tests' crate (`pgrx-tests/src/`) use each other, directly or through others
+//! (§7: each file builds on the ones below it), test modules included. No server is started.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -84,17 +85,32 @@ fn the_layout_check_catches_a_missing_and_a_stale_file() {
     assert_eq!(stale, ["gone.rs"]);
 }
 
-/// The modules of `src/` each module names (`crate::<module>`), from the files' text.
-fn glue_uses() -> BTreeMap<String, BTreeSet<String>> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../src");
-    rust_files("src")
+/// The modules of the crate whose sources are in `dir` and the modules each names
+/// (`crate::<module>`), from the files' text: each top-level file is a module, and so is each
+/// directory with a `mod.rs` (all its files, as one).
+fn module_uses(dir: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(dir);
+    let mut uses: BTreeMap<String, BTreeSet<String>> = rust_files(dir)
         .into_iter()
         .map(|file| {
             let text = std::fs::read_to_string(root.join(&file)).unwrap();
             let module = file.trim_end_matches(".rs").to_owned();
             (module, used_modules(&text))
         })
-        .collect()
+        .collect();
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let path = entry.unwrap().path();
+        if path.join("mod.rs").is_file() {
+            let module = path.file_name().unwrap().to_string_lossy().into_owned();
+            let inner = format!("{dir}/{module}");
+            let used = rust_files(&inner)
+                .iter()
+                .flat_map(|file| used_modules(&std::fs::read_to_string(path.join(file)).unwrap()))
+                .collect();
+            uses.insert(module, used);
+        }
+    }
+    uses
 }
 
 /// The `crate::<module>` names in `text`, outside comments.
@@ -148,14 +164,34 @@ fn find_cycle(uses: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> 
 }
 
 #[test]
-fn no_glue_file_uses_another_that_uses_it_back() {
-    let uses = glue_uses();
+fn no_module_uses_another_that_uses_it_back() {
+    let glue = module_uses("src");
     assert!(
-        uses.get("backend")
+        glue.get("backend")
             .is_some_and(|used| used.contains("shared_memory")),
-        "the scan finds `use crate::…` lines: {uses:?}"
+        "the scan finds `use crate::…` lines: {glue:?}"
     );
-    assert_eq!(find_cycle(&uses), None, "a cycle among src/ files");
+    let tests = module_uses("pgrx-tests/src");
+    assert!(
+        tests
+            .get("fixtures")
+            .is_some_and(|used| used.contains("fixtures")),
+        "a directory module's files are scanned: {tests:?}"
+    );
+    for (dir, uses) in [
+        ("src", glue),
+        (
+            "crates/snowflake_id_core/src",
+            module_uses("crates/snowflake_id_core/src"),
+        ),
+        ("pgrx-tests/src", tests),
+    ] {
+        assert_eq!(
+            find_cycle(&uses),
+            None,
+            "a cycle among the modules of {dir}"
+        );
+    }
 }
 
 #[test]

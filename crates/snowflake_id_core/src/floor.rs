@@ -15,7 +15,7 @@ use crate::renewal::RenewalPolicy;
 
 /// A value of the floor relation and a WAL position at or after the end of the record that set
 /// it: once the WAL is flushed there, the relation holds the value or more through a crash.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LoggedValue {
     pub value: i64,
     pub lsn: u64,
@@ -35,7 +35,7 @@ impl LoggedValue {
 pub type PageLsn = u64;
 
 /// What a backend knows of its database's floor relation.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FloorView {
     /// The newest value this backend read or set.
     newest: LoggedValue,
@@ -184,7 +184,7 @@ impl FloorView {
 /// change that this server did not make (a restore into the live database, a superuser's
 /// `setval`) is a floor from elsewhere, whatever the writer relation says at that moment: a
 /// restore sets the two relations one after the other.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Provenance {
     /// The value is this server's newest write of the relation, with the value before it.
     pub set_by_this_server: Option<LoggedValue>,

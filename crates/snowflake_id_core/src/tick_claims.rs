@@ -41,6 +41,15 @@ pub enum TickClaim {
     TakenUntil(i64),
 }
 
+/// The clock as [`WorkerId::next_owned`] reads it, in ticks of the sequence's layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TickClock {
+    /// The tick the clock is in.
+    pub now: u64,
+    /// How many ticks IDs may run ahead of it (`snowflake_id.max_lead`).
+    pub max_lead: u64,
+}
+
 /// One step of [`WorkerId::next_owned`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OwnedStep {
@@ -95,7 +104,6 @@ impl WorkerId {
     /// worker id: proposes ticks as [`Generator::next`] does and claims each tick later than
     /// `published`, skipping past ticks other sessions own. `conflicts` counts the ticks found
     /// taken.
-    #[allow(clippy::too_many_arguments)]
     #[inline]
     pub fn next_owned(
         &self,
@@ -103,12 +111,11 @@ impl WorkerId {
         layout: &Layout,
         owned: &mut OwnedTicks,
         published: Option<u64>,
-        now_tick: u64,
-        max_lead_ticks: u64,
+        clock: TickClock,
         conflicts: &mut u64,
     ) -> OwnedStep {
         loop {
-            match generator.next(now_tick, max_lead_ticks, layout.max_tick()) {
+            match generator.next(clock.now, clock.max_lead, layout.max_tick()) {
                 Step::Issue { tick, sequence } => {
                     let new_tick = published < Some(tick);
                     if new_tick {
@@ -203,7 +210,14 @@ mod tests {
         let (mut ga, mut gb) = (Generator::new(12, None), Generator::new(12, None));
         let mut conflicts = 0;
         let step = |g: &mut Generator, owned: &mut OwnedTicks, published, now, c: &mut u64| {
-            id.next_owned(g, &layout, owned, published, now, 100, c)
+            id.next_owned(
+                g,
+                &layout,
+                owned,
+                published,
+                TickClock { now, max_lead: 100 },
+                c,
+            )
         };
         let first = step(&mut ga, &mut a, None, 50, &mut conflicts);
         assert_eq!(
@@ -249,7 +263,17 @@ mod tests {
         // Without lead, the skipped-to tick waits for the clock.
         let mut gc = Generator::new(12, None);
         let mut c = OwnedTicks::NONE;
-        let waits = id.next_owned(&mut gc, &layout, &mut c, None, 52, 0, &mut 0);
+        let waits = id.next_owned(
+            &mut gc,
+            &layout,
+            &mut c,
+            None,
+            TickClock {
+                now: 52,
+                max_lead: 0,
+            },
+            &mut 0,
+        );
         assert_eq!(waits, OwnedStep::WaitUntil { tick: 53 });
     }
 
@@ -282,8 +306,7 @@ mod tests {
                                 &layout,
                                 &mut owned,
                                 published,
-                                now,
-                                10,
+                                TickClock { now, max_lead: 10 },
                                 &mut conflicts,
                             ) {
                                 OwnedStep::Issue { tick, sequence, .. } => {
@@ -413,8 +436,9 @@ mod tests {
                         });
                         loop {
                             let now_tick = layout.tick_at(now).unwrap();
+                            let clock = TickClock { now: now_tick, max_lead: lead };
                             match id.next_owned(generator, layout, &mut session.owned[unit],
-                                                *published, now_tick, lead, &mut 0) {
+                                                *published, clock, &mut 0) {
                                 OwnedStep::Issue { tick, sequence, new_tick } => {
                                     prop_assert_eq!(new_tick, *published < Some(tick));
                                     prop_assert!(tick <= now_tick + lead);

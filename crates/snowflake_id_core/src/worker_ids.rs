@@ -279,7 +279,6 @@ impl Default for WorkerId {
 #[cfg(all(test, not(loom)))]
 pub(crate) mod tests {
     use super::*;
-    use crate::tick_claims::OwnedTicks;
 
     /// A space of `n` worker ids, as the tests of this module and of `tick_claims` use it.
     pub(crate) fn table(n: usize) -> Vec<WorkerId> {
@@ -339,8 +338,8 @@ pub(crate) mod tests {
         );
         assert_eq!(s[1].claimed_at_unix_us(), 1_000);
         // Full: a dead sole holder's id is taken over, floors kept.
-        let mut dead_holders = OwnedTicks::NONE;
-        s[1].claim_tick(2, &mut dead_holders, 0, 5_000);
+        // (A tick the dead holder claimed in unit 2 left this floor.)
+        s[1].floors_unix_us[2].store(5_000, Ordering::Release);
         s[1].count_issued(7);
         assert_eq!(attach(&s, 13, 6, 2_000, |pid| pid != 11, &retired), 1);
         assert_eq!(

@@ -13,7 +13,7 @@ use loom::thread;
 
 use snowflake_id_core::generator::Generator;
 use snowflake_id_core::layout::PRESETS;
-use snowflake_id_core::tick_claims::{OwnedStep, OwnedTicks};
+use snowflake_id_core::tick_claims::{OwnedStep, OwnedTicks, TickClock};
 use snowflake_id_core::worker_ids::{attach, detach, WorkerId};
 
 /// Issues `count` IDs at clock tick `now` (lead 4) on the worker id `space[worker]`.
@@ -29,8 +29,7 @@ fn issue(space: &[WorkerId], worker: usize, now: u64, count: usize) -> Vec<(u64,
             &layout,
             &mut owned,
             published,
-            now,
-            4,
+            TickClock { now, max_lead: 4 },
             &mut 0,
         ) {
             OwnedStep::Issue { tick, sequence, .. } => {
