@@ -1,0 +1,257 @@
+//! The cluster the model runs: its constants, and what PostgreSQL keeps around the protocol
+//! (the WAL and what a crash, a checkpoint or a lagging standby keeps of it, the reservation file,
+//! the relations and rows of each database, dumps).
+
+use snowflake_id_core::floor::{FloorView, LoggedValue};
+use snowflake_id_core::renewal::RenewalPolicy;
+
+/// `snowflake_id.reserve_ahead`, in ticks.
+pub const WINDOW: i64 = 8;
+/// How far beyond the window a floor from elsewhere is trusted (the extension's 60 s).
+pub const TRUST_SLACK: i64 = 2;
+/// `snowflake_id.failover_lag`, in ticks.
+pub const FAILOVER_LAG: i64 = 2;
+/// The wall clock runs from 0 to this.
+pub const HORIZON: i64 = 3;
+/// Events per history: every history of up to this many events is explored.
+pub const MAX_DEPTH: usize = 11;
+/// Crashes, failovers and upgrades per history.
+pub const MAX_FAULTS: u8 = 2;
+/// How far a crash or an upgrade sets the clock back.
+pub const CLOCK_BACK: i64 = 3;
+pub const DATABASES: usize = 2;
+/// The database of each session (its index is its worker id).
+pub const SESSION_DATABASE: [usize; 2] = [0, 1];
+pub const SESSIONS: usize = SESSION_DATABASE.len();
+/// The highest tick of some IDs, by worker id.
+pub type Ticks = [i64; SESSIONS];
+pub const NO_TICKS: Ticks = [i64::MIN; SESSIONS];
+
+/// The higher of `a` and `b`, worker id by worker id.
+pub fn highest(a: Ticks, b: Ticks) -> Ticks {
+    std::array::from_fn(|worker| a[worker].max(b[worker]))
+}
+
+/// The system identifier of another cluster (a foreign dump's writer relation).
+pub const OTHER_CLUSTER: u8 = 9;
+
+pub fn policy() -> RenewalPolicy {
+    RenewalPolicy::new(WINDOW)
+}
+
+/// A broken property, as the state that broke it records it.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum Fault {
+    /// A worker id issued a tick it had issued before.
+    IssuedTwice,
+    /// A database issued an ID at or below one restored into it.
+    BelowRestored,
+    /// A floor from elsewhere moved the cluster beyond the trusted lead.
+    LeadBeyondBound,
+}
+
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum Record {
+    /// The reservation WAL record: no ID's tick ends after this.
+    Reserve(i64),
+    /// A `setval` of a database's floor relation.
+    Floor { db: usize, value: i64 },
+    /// A `setval` of a database's writer relation (a cluster's system identifier).
+    Writer { db: usize, cluster: u8 },
+    /// Restored rows, their IDs' highest tick.
+    Rows { db: usize, high: Ticks },
+}
+
+/// A database's floor and writer relations as the data files hold them below the WAL.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub struct Relations {
+    pub floor: LoggedValue,
+    pub writer: u8,
+}
+
+/// A dump of a database: its floor and writer relations and the highest tick of its IDs.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub struct Dump {
+    pub floor: i64,
+    pub writer: u8,
+    pub ids: Ticks,
+}
+
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub struct Session {
+    /// A generator exists (`learn` ran) in this server's lifetime.
+    pub started: bool,
+    pub view: FloorView,
+    /// The first tick the generator may take.
+    pub next_tick: i64,
+}
+
+pub const NEW_SESSION: Session = Session {
+    started: false,
+    view: FloorView::NEW,
+    next_tick: i64::MIN,
+};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub struct State {
+    pub wall: i64,
+    /// The running cluster's system identifier (a `pg_upgrade` makes a new cluster).
+    pub cluster: u8,
+    pub clock: i64,
+    pub published: i64,
+    pub durable_floor: i64,
+    pub file: i64,
+    pub started_without_file: bool,
+    /// The relations as the data files hold them, before the WAL below.
+    pub base: [Relations; DATABASES],
+    /// Each record with the cluster clock when it was written (a standby's lag is in the old
+    /// primary's time).
+    pub wal: Vec<(Record, i64)>,
+    pub flushed: usize,
+    /// This server's newest write of each database's floor relation, with the value before it.
+    pub floor_writes: [Option<(LoggedValue, LoggedValue)>; DATABASES],
+    pub sessions: [Session; SESSIONS],
+    /// The highest tick each worker id issued, over every server's lifetime.
+    pub issued: [i64; SESSIONS],
+    /// The highest tick of the IDs this cluster issued that each database holds (restored ones:
+    /// `restored`).
+    pub held: [Ticks; DATABASES],
+    /// The highest tick of the IDs restored into each database, below the WAL (`Record::Rows`).
+    pub base_restored: [Ticks; DATABASES],
+    /// The dump taken, and whether it was restored (one of each per history).
+    pub dump: Option<Dump>,
+    pub restored_dump: bool,
+    pub faults: u8,
+    pub fault: Option<Fault>,
+    /// The cluster clock just after it last jumped.
+    pub jumped_at: i64,
+    /// The position of the WAL's first record, less one (positions never go back).
+    pub lsn_offset: u64,
+    /// A restore set the database's floor below the IDs it holds, and no tick was issued there
+    /// since.
+    pub lowered: [bool; DATABASES],
+}
+
+impl State {
+    pub fn relations(&self, db: usize) -> Relations {
+        let mut relations = self.base[db];
+        for (lsn, (record, _)) in self.wal.iter().enumerate() {
+            match *record {
+                Record::Floor { db: of, value } if of == db => {
+                    relations.floor = LoggedValue {
+                        value,
+                        lsn: self.lsn_offset + lsn as u64 + 1,
+                    }
+                }
+                Record::Writer { db: of, cluster } if of == db => relations.writer = cluster,
+                _ => {}
+            }
+        }
+        relations
+    }
+
+    /// The highest tick of the IDs restored into `db` that the server holds.
+    pub fn restored(&self, db: usize) -> Ticks {
+        let in_wal = self.wal.iter().filter_map(|(record, _)| match *record {
+            Record::Rows { db: of, high } if of == db => Some(high),
+            _ => None,
+        });
+        in_wal.fold(self.base_restored[db], highest)
+    }
+
+    /// Whether a restore may set `db`'s floor to `floor`, written by `writer`. Not over a value
+    /// this server has not learned yet (set by another restore, or carried by `pg_upgrade`) with
+    /// a lower one, or with this cluster's own (which a first read takes as covered): that loses
+    /// it (design §8).
+    pub fn may_restore(&self, db: usize, floor: i64, writer: u8) -> bool {
+        let current = self.relations(db).floor.value;
+        current <= self.durable_floor || (floor >= current && writer != self.cluster)
+    }
+
+    /// Whether the cluster clock jumped forward less than the failover lag ago, in its own time
+    /// (a start at the reservation after a crash, a floor from elsewhere, a promotion's margin):
+    /// the failover margin assumes a reservation record at least every half window of the
+    /// clock, which a jump skips (design §5.2, "Not covered").
+    pub fn jumped_lately(&self) -> bool {
+        self.jumped_at >= self.clock - FAILOVER_LAG
+    }
+
+    /// `pg_restore` into database `db`: the floor relation, then the writer relation, then rows
+    /// whose IDs' highest tick is `ids`, committed (the WAL flushed).
+    pub fn restore(&mut self, db: usize, floor: i64, writer: u8, ids: Ticks) {
+        // A restore that sets the floor below the IDs the database holds (an older dump) leaves
+        // it there until the next tick issued in it raises it again: a dump or `pg_upgrade` in
+        // between carries the lower floor (design §8), which the model leaves out.
+        let holds = highest(self.held[db], self.restored(db));
+        let held = holds.iter().copied().max().unwrap_or(i64::MIN);
+        self.lowered[db] |= held != i64::MIN && floor <= held;
+        self.insert(Record::Floor { db, value: floor });
+        self.insert(Record::Writer {
+            db,
+            cluster: writer,
+        });
+        self.insert(Record::Rows { db, high: ids });
+        self.flushed = self.wal.len();
+    }
+
+    pub fn insert(&mut self, record: Record) -> u64 {
+        self.wal.push((record, self.clock));
+        self.lsn_offset + self.wal.len() as u64
+    }
+
+    /// A checkpoint that no replay goes behind: the WAL's records into the data files (the
+    /// relations and rows below it). Positions stay monotonic.
+    pub fn checkpoint(&mut self) {
+        for db in 0..DATABASES {
+            self.base_restored[db] = self.restored(db);
+            self.base[db] = self.relations(db);
+        }
+        self.lsn_offset += self.wal.len() as u64;
+        self.wal.clear();
+        self.flushed = 0;
+    }
+
+    /// Marks the WAL flushed up to `lsn`.
+    pub fn flush_to(&mut self, lsn: u64) {
+        let records = lsn.saturating_sub(self.lsn_offset) as usize;
+        self.flushed = self.flushed.max(records.min(self.wal.len()));
+    }
+
+    pub fn raise_durable_floor(&mut self, floor: i64) {
+        if floor <= self.durable_floor {
+            return;
+        }
+        self.durable_floor = floor;
+        self.clock = self.clock.max(floor);
+        if floor > self.published {
+            self.file = self.file.max(floor);
+        }
+    }
+
+    /// A new server lifetime on the data this state holds (the WAL already cut to what the new
+    /// server has): the file, then the reservation records replayed, then the clock.
+    pub fn start_server(&mut self, wall: i64, file: i64) {
+        self.wall = wall;
+        self.file = file;
+        self.started_without_file = file == i64::MIN;
+        self.published = i64::MIN;
+        self.durable_floor = file;
+        self.clock = wall.max(file);
+        self.floor_writes = [None; DATABASES];
+        self.sessions = [NEW_SESSION; SESSIONS];
+
+        let replayed: Vec<i64> = self
+            .wal
+            .iter()
+            .filter_map(|(record, _)| match record {
+                Record::Reserve(until) => Some(*until),
+                _ => None,
+            })
+            .collect();
+        for until in replayed {
+            self.raise_durable_floor(until);
+        }
+        // The clock starts at the reservation, ahead of the wall clock: a jump.
+        self.jumped_at = self.clock;
+    }
+}

@@ -1,0 +1,163 @@
+//! The protocol's two stores in memory, over the model's cluster (`cluster.rs`), with the
+//! faults that can be seeded into them.
+
+use snowflake_id_core::floor::{LoggedValue, PageLsn, Provenance};
+use snowflake_id_core::protocol::{FloorRelation, Reservation};
+
+use super::cluster::*;
+
+/// A fault seeded into the in-memory store, to show the checker catches it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bug {
+    None,
+    /// The floor relation's WAL is never flushed before an ID leaves.
+    DropFloorFlush,
+    /// A raise writes over a change made since the read instead of reading it again.
+    SkipReread,
+    /// A floor from elsewhere is taken however far ahead of the wall clock it is.
+    TrustBeyondBound,
+}
+
+/// The cluster's reservation, in memory.
+pub struct InMemoryReservation<'a> {
+    pub state: &'a mut State,
+    pub lock_free: bool,
+}
+
+impl Reservation for InMemoryReservation<'_> {
+    type Error = ();
+
+    fn reserved_until(&self) -> i64 {
+        self.state.published
+    }
+
+    fn durable_floor(&self) -> i64 {
+        self.state.durable_floor
+    }
+
+    fn now(&self) -> i64 {
+        self.state.clock
+    }
+
+    fn writable(&self) -> Result<(), ()> {
+        Ok(())
+    }
+
+    fn with_lock<T>(&mut self, wait: bool, f: impl FnOnce(&mut Self) -> T) -> Option<T> {
+        (wait || self.lock_free).then(|| f(self))
+    }
+
+    fn write(&mut self, until: i64) -> Result<(), ()> {
+        let lsn = self.state.insert(Record::Reserve(until));
+        // A WAL flush flushes every record before it too.
+        self.state.flush_to(lsn);
+        self.state.file = until;
+        self.state.published = until;
+        Ok(())
+    }
+
+    fn raise_durable_floor(&mut self, floor: i64) {
+        self.state.raise_durable_floor(floor);
+    }
+
+    fn log_durable_floor(&mut self, floor: i64) {
+        let lsn = self.state.insert(Record::Reserve(floor));
+        self.state.flush_to(lsn);
+        self.state.raise_durable_floor(floor);
+    }
+}
+
+/// A restore of another cluster's dump that lands between a session's read of the floor
+/// relation and its write (the raise must read again).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub struct ForeignRestore {
+    pub lead: i64,
+}
+
+/// A database's floor relation, in memory.
+pub struct InMemoryRelation<'a> {
+    pub state: &'a mut State,
+    pub db: usize,
+    pub bug: Bug,
+    pub before_raise: Option<ForeignRestore>,
+}
+
+impl FloorRelation for InMemoryRelation<'_> {
+    type Error = ();
+
+    fn page(&mut self) -> Option<PageLsn> {
+        Some(self.state.relations(self.db).floor.lsn)
+    }
+
+    fn read(&mut self) -> (LoggedValue, Provenance) {
+        let relations = self.state.relations(self.db);
+        let from = Provenance {
+            set_by_this_server: self.state.floor_writes[self.db]
+                .filter(|(newest, _)| *newest == relations.floor)
+                .map(|(_, before)| before),
+            writer_is_this_cluster: relations.writer == self.state.cluster,
+            started_without_reservation: self.state.started_without_file,
+        };
+        (relations.floor, from)
+    }
+
+    fn reserved_until(&self) -> i64 {
+        self.state.published
+    }
+
+    fn learned(&mut self, floor: i64) -> Result<(), ()> {
+        let beyond = floor - self.state.wall > WINDOW + TRUST_SLACK;
+        if beyond && floor > self.state.durable_floor {
+            if self.bug != Bug::TrustBeyondBound {
+                return Err(());
+            }
+            self.state.fault.get_or_insert(Fault::LeadBeyondBound);
+        }
+        if floor > self.state.durable_floor {
+            self.state.jumped_at = floor.max(self.state.clock);
+        }
+        self.state.raise_durable_floor(floor);
+        Ok(())
+    }
+
+    fn raise(&mut self, value: i64, read_at: PageLsn) -> Option<LoggedValue> {
+        if let Some(restore) = self.before_raise.take() {
+            restore_foreign(self.state, self.db, restore.lead);
+        }
+        let relations = self.state.relations(self.db);
+        let changed = relations.floor.lsn != read_at && self.bug != Bug::SkipReread;
+        if changed || relations.floor.value >= value {
+            return None;
+        }
+        if relations.writer != self.state.cluster {
+            let cluster = self.state.cluster;
+            self.state.insert(Record::Writer {
+                db: self.db,
+                cluster,
+            });
+        }
+        let lsn = self.state.insert(Record::Floor { db: self.db, value });
+        let written = LoggedValue { value, lsn };
+        self.state.floor_writes[self.db] = Some((written, relations.floor));
+        Some(written)
+    }
+
+    fn flushed(&self) -> u64 {
+        self.state.lsn_offset + self.state.flushed as u64
+    }
+
+    fn flush(&mut self, lsn: u64) {
+        if self.bug != Bug::DropFloorFlush {
+            self.state.flush_to(lsn);
+        }
+    }
+}
+
+/// `pg_restore` of another cluster's dump into database `db`: its floor `lead` ticks ahead of
+/// the wall clock, its IDs below it, its writer relation naming the other cluster (set after
+/// the floor, as `pg_restore` does).
+pub fn restore_foreign(state: &mut State, db: usize, lead: i64) {
+    let floor = state.wall + lead;
+    // A tick t ends at t + 1, which the dumped floor holds; any worker id may have made them.
+    state.restore(db, floor, OTHER_CLUSTER, [floor - 1; SESSIONS]);
+}
