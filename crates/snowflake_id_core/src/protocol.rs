@@ -90,6 +90,7 @@ pub enum Cover {
 /// runs with [`cover`], or returns [`Cover::Covered`] where the database has no floor relation),
 /// and the tick ends above the durable floor. A floor learned on the way, here or by another
 /// session, that reaches the tick's end skips it.
+#[inline]
 pub fn first_id_of_tick<R: Reservation>(
     reservation: &mut R,
     policy: &RenewalPolicy,
@@ -109,6 +110,7 @@ pub fn first_id_of_tick<R: Reservation>(
 /// reservation reaches the session mark beyond it; between that and the waiting mark, a renewal
 /// if the lock is free (the others go on under the current reservation); below the waiting mark
 /// a renewal, waiting for the lock (design §5.1).
+#[inline]
 pub fn ensure_reserved<R: Reservation>(
     reservation: &mut R,
     policy: &RenewalPolicy,
@@ -175,6 +177,7 @@ fn renew<R: Reservation>(
 /// it, and raises it to the published reservation when the tick is within half a window; when
 /// somebody changed it between the read and the raise (another backend's write, a restore), it
 /// reads again rather than write over it.
+#[inline]
 pub fn cover<F: FloorRelation>(
     view: &mut FloorView,
     relation: &mut F,
