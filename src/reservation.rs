@@ -274,8 +274,8 @@ pub fn write_floor_at_shutdown(shared: &SharedState) {
     if shared.reservation.broken.load(Ordering::Relaxed) {
         return;
     }
-    let high_water = shared.owned_high_water().max(shared.durable_floor());
-    if high_water > 0 {
+    let floor = protocol::floor_at_shutdown(shared.owned_high_water(), shared.durable_floor());
+    if let Some(high_water) = floor {
         if let Err(error) = reservation_file::write(Path::new("."), high_water) {
             pgrx::warning!(
                 "snowflake_id: could not write the floor at shutdown to \"{}\": {error}",

@@ -13,6 +13,7 @@ use once_cell::sync::OnceCell;
 use pgrx::prelude::*;
 
 use snowflake_id_core::cluster_clock::{ClusterClock, JumpPolicy};
+use snowflake_id_core::protocol;
 use snowflake_id_core::reservation as reservation_file;
 use snowflake_id_core::worker_ids::{Spaces, WorkerId};
 
@@ -308,23 +309,18 @@ unsafe extern "C-unwind" fn init_shared_memory() {
 fn new_shared_state(
     (reservation_lock, floor_writes_lock): (*mut pg_sys::LWLock, *mut pg_sys::LWLock),
 ) -> SharedState {
-    let (floor, broken) = match reservation_file::read(Path::new(".")) {
-        Ok(Some(until)) => (until, false),
-        Ok(None) => (i64::MIN, false),
-        Err(error) => {
-            pgrx::warning!(
-                "snowflake_id: the reservation file is unusable ({error}); IDs are refused"
-            );
-            (i64::MIN, true)
-        }
-    };
+    let file = reservation_file::read(Path::new(".")).map_err(|error| {
+        pgrx::warning!("snowflake_id: the reservation file is unusable ({error}); IDs are refused");
+    });
+    let broken = file.is_err();
+    let start = protocol::start(file);
     SharedState {
         clock: ClusterClock::new(),
         reservation: Reservation {
             until_unix_us: AtomicI64::new(i64::MIN),
-            floor_unix_us: AtomicI64::new(floor),
+            floor_unix_us: AtomicI64::new(start.durable_floor),
             broken: AtomicBool::new(broken),
-            started_without_file: AtomicBool::new(floor == i64::MIN && !broken),
+            started_without_file: AtomicBool::new(start.without_reservation),
             // The signal files of standby mode and targeted recovery (the data directory is
             // the working directory).
             promotion_pending: AtomicBool::new(

@@ -13,8 +13,8 @@
 //! - [`renewal`]: when the reservation is renewed, by whom and to where (§5.1, §5.2).
 //! - [`floor`]: what a backend knows of its database's floor relation, and when it reads,
 //!   raises and flushes it (§5.3).
-//! - [`protocol`]: the steps before the first ID of a tick, the worker's renewal, raising the
-//!   floor and a promotion's start, over traits the extension implements with PostgreSQL and
+//! - [`protocol`]: a server's start and clean shutdown, the steps before the first ID of a tick,
+//!   the worker's renewal, raising the floor and a promotion's start, over traits the extension implements with PostgreSQL and
 //!   the model checker in memory (§5).
 //! - [`base32`]: the compact text form of an ID and its parser (§6).
 //! - [`partitions`]: the ID ranges of time partitions (docs/partitioning.md).

@@ -252,6 +252,35 @@ pub fn raise_floor<R: Reservation, F: FloorRelation>(
     Ok(Cover::Covered)
 }
 
+/// A server's start (the postmaster's, or a restart after a crash), from what its reservation
+/// file holds: the durable floor (the clock starts there, and the WAL's reservation records
+/// replayed afterwards raise it), and whether it started without a file (lost, or a copy without
+/// it), which makes a floor relation's value above its own reservation count (§5.3). A file
+/// found unusable is neither: no ID is issued until it is repaired.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Start {
+    pub durable_floor: i64,
+    pub without_reservation: bool,
+}
+
+/// The start from the reservation file: `Ok(Some(until))` read, `Ok(None)` absent, `Err(())`
+/// unusable.
+pub fn start(file: Result<Option<i64>, ()>) -> Start {
+    Start {
+        durable_floor: file.ok().flatten().unwrap_or(i64::MIN),
+        without_reservation: file == Ok(None),
+    }
+}
+
+/// At a clean shutdown: what the file keeps instead of the reservation, the end of the latest
+/// tick actually used (`issued_high_water`) or the durable floor, so a restart continues where
+/// IDs were instead of a whole window ahead; None when nothing was issued or learned (the file
+/// stays as it is). After a crash the reservation stays: the ticks used may not be known.
+pub fn floor_at_shutdown(issued_high_water: i64, durable_floor: i64) -> Option<i64> {
+    let high_water = issued_high_water.max(durable_floor);
+    (high_water > 0).then_some(high_water)
+}
+
 /// How far above the last replayed reservation a promoted standby (or a point-in-time restore)
 /// starts (design §5.2): the last record it has was written at most `failover_lag` + half a
 /// window (the waiting mark) before the failure, and reserved a whole window beyond the clock
@@ -374,6 +403,28 @@ mod tests {
             (0i64..1_100_000, any::<bool>())
                 .prop_map(|(lead, lock_free)| Event::Session { lead, lock_free }),
         ]
+    }
+
+    #[test]
+    fn a_start_takes_the_file_and_a_clean_shutdown_keeps_the_ticks_used() {
+        let with_file = start(Ok(Some(7)));
+        assert_eq!(
+            (with_file.durable_floor, with_file.without_reservation),
+            (7, false)
+        );
+        let without = start(Ok(None));
+        assert_eq!(
+            (without.durable_floor, without.without_reservation),
+            (i64::MIN, true)
+        );
+        let unusable = start(Err(()));
+        assert_eq!(
+            (unusable.durable_floor, unusable.without_reservation),
+            (i64::MIN, false)
+        );
+        assert_eq!(floor_at_shutdown(12, 9), Some(12));
+        assert_eq!(floor_at_shutdown(0, 9), Some(9));
+        assert_eq!(floor_at_shutdown(0, i64::MIN), None);
     }
 
     proptest! {

@@ -288,12 +288,9 @@ impl Model for ProtocolModel {
                 // of the latest tick used (`write_floor_at_shutdown`).
                 state.checkpoint();
                 let used = state.sessions.iter().map(|session| session.next_tick).max();
-                let high_water = used.unwrap_or(i64::MIN).max(state.durable_floor);
-                let file = if high_water > 0 {
-                    high_water
-                } else {
-                    state.file
-                };
+                let kept =
+                    protocol::floor_at_shutdown(used.unwrap_or(i64::MIN), state.durable_floor);
+                let file = kept.unwrap_or(state.file);
                 let wall = state.wall;
                 state.start_server(wall, file);
             }

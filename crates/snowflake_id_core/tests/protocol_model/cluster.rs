@@ -3,6 +3,7 @@
 //! the relations and rows of each database, dumps).
 
 use snowflake_id_core::floor::{FloorView, LoggedValue};
+use snowflake_id_core::protocol;
 use snowflake_id_core::renewal::RenewalPolicy;
 
 /// `snowflake_id.reserve_ahead`, in ticks.
@@ -231,12 +232,13 @@ impl State {
     /// A new server lifetime on the data this state holds (the WAL already cut to what the new
     /// server has): the file, then the reservation records replayed, then the clock.
     pub fn start_server(&mut self, wall: i64, file: i64) {
+        let start = protocol::start(Ok((file != i64::MIN).then_some(file)));
         self.wall = wall;
         self.file = file;
-        self.started_without_file = file == i64::MIN;
+        self.started_without_file = start.without_reservation;
         self.published = i64::MIN;
-        self.durable_floor = file;
-        self.clock = wall.max(file);
+        self.durable_floor = start.durable_floor;
+        self.clock = wall.max(start.durable_floor);
         self.floor_writes = [None; DATABASES];
         self.sessions = [NEW_SESSION; SESSIONS];
 
