@@ -20,11 +20,12 @@ use std::sync::atomic::Ordering;
 use pgrx::prelude::*;
 use snowflake_id_core::floor::{FloorView, LoggedValue, PageLsn, Provenance};
 use snowflake_id_core::protocol::{self, Cover, FloorRelation};
+use snowflake_id_core::renewal::RenewalPolicy;
 
 use crate::catalog::{self, CatalogTable, Extension};
 use crate::errors;
 use crate::gucs;
-use crate::reservation::{renewal_policy, ClusterReservation};
+use crate::reservation::ClusterReservation;
 use crate::shared_memory::{
     with_lwlock, FloorWriteSlot, FloorWrites, SharedState, FLOOR_WRITE_SLOTS,
 };
@@ -148,8 +149,14 @@ impl DatabaseFloor {
     }
 
     /// Before the first ID of a tick ending at `end_unix_us` leaves (the reservation already
-    /// covers it): `protocol::cover`, where the database has a floor relation.
-    pub fn cover(&mut self, end_unix_us: i64, shared: &SharedState) -> Cover {
+    /// covers it): `protocol::cover` with the renewal `policy`, where the database has a floor
+    /// relation.
+    pub fn cover(
+        &mut self,
+        end_unix_us: i64,
+        shared: &SharedState,
+        policy: &RenewalPolicy,
+    ) -> Cover {
         if self.relations.is_none() {
             // SAFETY: processes pending invalidation messages, as any lock acquisition does, so
             // that relations an update made since this transaction started are seen.
@@ -158,7 +165,7 @@ impl DatabaseFloor {
         let Some((view, mut relation)) = self.in_database(shared) else {
             return Cover::Covered;
         };
-        let covered = protocol::cover(view, &mut relation, end_unix_us, &renewal_policy())
+        let covered = protocol::cover(view, &mut relation, end_unix_us, policy)
             .unwrap_or_else(|refused| refused.raise());
         if covered == Cover::Gone {
             // Dropped under us (DROP EXTENSION): the catalog's invalidation follows.

@@ -2,8 +2,8 @@
 //! ahead of the IDs and kept in the WAL and in a file of the data directory, and the durable
 //! floor, what this server learned of IDs issued elsewhere. Here are the reservation as the
 //! core's `protocol` sees it (whose steps renew it, by the core's `renewal` policy), the floor,
-//! the lock that serialises both, the shutdown write, and the
-//! custom WAL resource manager whose one record says "no ID's tick ends after this time":
+//! the lock that serialises both, the shutdown write, and the custom WAL resource manager
+//! whose one record says "no ID's tick ends after this time":
 //! replaying it (on a standby, in crash recovery, in point-in-time recovery) raises that
 //! server's durable floor, so the floor travels with the data to every server that has the rows.
 //! The state itself is part of the segment (`shared_memory.rs`).
