@@ -9,11 +9,13 @@
 //! - the database owner's own dump, restored by itself into a database where a superuser
 //!   created the extension, carries the floor.
 //!
-//! Each would have failed on 0.9.0, whose state lived in the extension's schema (`public`).
+//! The tests find the state through the extension's membership, not by its schema's name, so
+//! that each runs against 0.9.0 too (whose state lived in the extension's schema, `public`),
+//! where each fails.
 
 use snowflake_id_cluster_tests::fixtures::{
-    assert_server_clock_offset, count, default_id_unix_ms, failure, min_new_id, real_now_us, text,
-    MINUTE_US,
+    assert_server_clock_offset, count, default_id_unix_ms, extension_relation, failure, min_new_id,
+    real_now_us, text, MINUTE_US,
 };
 use snowflake_id_cluster_tests::{Client, Cluster};
 
@@ -34,11 +36,10 @@ fn is_superuser(admin: &mut Client, role: &str) -> bool {
 }
 
 /// What the owner plants after renaming `public`: a new `public` with look-alikes of the
-/// catalog table (whose trigger tries to make the owner a superuser), of the functions
-/// privileged code called, and of the row type with node and worker swapped; and a serial
-/// column to convert. `escalate()` records every call made as another role.
+/// catalog table `{catalog}` (whose trigger tries to make the owner a superuser), of the
+/// functions privileged code called, and of the row type with node and worker swapped; and a
+/// serial column to convert. `escalate()` records every call made as another role.
 const PLANTS: &str = r#"
-    ALTER SCHEMA public RENAME TO old_public;
     CREATE SCHEMA public;
     GRANT USAGE, CREATE ON SCHEMA public TO PUBLIC;
     CREATE TABLE public.foreign_calls (caller name NOT NULL, what text NOT NULL);
@@ -53,7 +54,7 @@ const PLANTS: &str = r#"
         EXCEPTION WHEN OTHERS THEN NULL;
         END;
     END $$;
-    CREATE TABLE public.snowflake_sequence_catalog (LIKE snowflake_id_internal.snowflake_sequence_catalog);
+    CREATE TABLE public.snowflake_sequence_catalog (LIKE {catalog} INCLUDING ALL);
     GRANT ALL ON public.snowflake_sequence_catalog TO PUBLIC;
     CREATE FUNCTION public.planted_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN PERFORM public.escalate('catalog trigger'); RETURN NEW; END $$;
@@ -102,9 +103,13 @@ fn a_database_owner_who_renames_public_runs_no_code_as_another_role() {
         .get(0);
     assert!(id > 0);
 
-    cluster
-        .connect_as("shop", "shop_owner")
-        .batch_execute(PLANTS)
+    let mut owner = cluster.connect_as("shop", "shop_owner");
+    owner
+        .batch_execute("ALTER SCHEMA public RENAME TO old_public")
+        .unwrap();
+    let catalog = extension_relation(&mut shop_admin, "snowflake_sequence_catalog");
+    owner
+        .batch_execute(&PLANTS.replace("{catalog}", &catalog))
         .unwrap();
 
     // The migration role creates a sequence: the catalog the function writes is the
@@ -114,7 +119,7 @@ fn a_database_owner_who_renames_public_runs_no_code_as_another_role() {
         .unwrap();
     let real_rows = count(
         &mut shop_admin,
-        "SELECT count(*) FROM snowflake_id_internal.snowflake_sequence_catalog WHERE name = 'orders'",
+        &format!("SELECT count(*) FROM {catalog} WHERE name = 'orders'"),
     );
     assert_eq!(
         real_rows, 1,
@@ -213,20 +218,22 @@ fn routine_grants_reach_no_state_and_pg_write_all_data_moves_no_other_database()
         .batch_execute("CREATE EXTENSION snowflake_id")
         .unwrap();
 
+    let catalog = extension_relation(&mut admin, "snowflake_sequence_catalog");
+    let floor = extension_relation(&mut admin, "snowflake_floor");
+    let floor_writer = extension_relation(&mut admin, "snowflake_floor_writer");
     let mut app = cluster.connect_as("postgres", "app");
     let ahead = real_now_us() + 10 * 24 * 60 * MINUTE_US;
     for statement in [
-        "UPDATE snowflake_id_internal.snowflake_sequence_catalog \
-         SET epoch = epoch + interval '10 s' WHERE name = 'web'"
-            .to_owned(),
-        "DELETE FROM snowflake_id_internal.snowflake_sequence_catalog".to_owned(),
-        "INSERT INTO snowflake_id_internal.snowflake_sequence_catalog \
-         SELECT 'planted', preset, epoch, time_unit_us, time_bits, node_bits, worker_bits, \
-                sequence_bits, gene_bits, created_at \
-         FROM snowflake_id_internal.snowflake_sequence_catalog WHERE name = 'web'"
-            .to_owned(),
-        format!("SELECT setval('snowflake_id_internal.snowflake_floor', {ahead})"),
-        "SELECT setval('snowflake_id_internal.snowflake_floor_writer', 42)".to_owned(),
+        format!("UPDATE {catalog} SET epoch = epoch + interval '10 s' WHERE name = 'web'"),
+        format!("DELETE FROM {catalog}"),
+        format!(
+            "INSERT INTO {catalog} \
+             SELECT 'planted', preset, epoch, time_unit_us, time_bits, node_bits, worker_bits, \
+                    sequence_bits, gene_bits, created_at \
+             FROM {catalog} WHERE name = 'web'"
+        ),
+        format!("SELECT setval('{floor}', {ahead})"),
+        format!("SELECT setval('{floor_writer}', 42)"),
     ] {
         let (code, message, _) = failure(&mut app, &statement);
         println!("[routine grants] app: {statement}: {code} {message}");
@@ -237,11 +244,10 @@ fn routine_grants_reach_no_state_and_pg_write_all_data_moves_no_other_database()
     // DELETE that is not the extension's (inserting is creating a sequence: it changes none).
     let mut etl = cluster.connect_as("postgres", "etl");
     for statement in [
-        "UPDATE snowflake_id_internal.snowflake_sequence_catalog \
-         SET epoch = epoch + interval '10 s' WHERE name = 'web'",
-        "DELETE FROM snowflake_id_internal.snowflake_sequence_catalog WHERE name = 'web'",
+        format!("UPDATE {catalog} SET epoch = epoch + interval '10 s' WHERE name = 'web'"),
+        format!("DELETE FROM {catalog} WHERE name = 'web'"),
     ] {
-        let (code, message, _) = failure(&mut etl, statement);
+        let (code, message, _) = failure(&mut etl, &statement);
         println!("[pg_write_all_data] {statement}: {code} {message}");
         assert_eq!(code, "55000", "{statement}: {message}");
     }
@@ -249,12 +255,11 @@ fn routine_grants_reach_no_state_and_pg_write_all_data_moves_no_other_database()
     // A row changed in place past the guard (only a superuser can: triggers off for the
     // session) is refused when read.
     admin
-        .batch_execute(
+        .batch_execute(&format!(
             "SET session_replication_role = replica;
-             UPDATE snowflake_id_internal.snowflake_sequence_catalog
-                SET epoch = epoch + interval '10 s' WHERE name = 'web';
-             RESET session_replication_role;",
-        )
+             UPDATE {catalog} SET epoch = epoch + interval '10 s' WHERE name = 'web';
+             RESET session_replication_role;"
+        ))
         .unwrap();
     let (code, message, hint) = failure(&mut cluster.connect(), "SELECT snowflake_nextval('web')");
     println!("[a superuser past the guard] edited layout: {code} {message} (hint: {hint})");
@@ -266,10 +271,8 @@ fn routine_grants_reach_no_state_and_pg_write_all_data_moves_no_other_database()
     // covered already); no other database moves.
     let mut watcher = cluster.connect();
     assert!(lead_ms(&mut watcher).abs() < 2_000);
-    etl.batch_execute(&format!(
-        "SELECT setval('snowflake_id_internal.snowflake_floor', {ahead})"
-    ))
-    .unwrap();
+    etl.batch_execute(&format!("SELECT setval('{floor}', {ahead})"))
+        .unwrap();
     // A new tick (the watcher's next ID could otherwise fall in the tick it used last).
     let (code, message, hint) = failure(
         &mut watcher,
@@ -277,10 +280,7 @@ fn routine_grants_reach_no_state_and_pg_write_all_data_moves_no_other_database()
     );
     println!("[pg_write_all_data] floor 10 days ahead: {code} {message} (hint: {hint})");
     assert_eq!(code, "55000");
-    assert!(
-        message.contains("snowflake_id_internal.snowflake_floor"),
-        "{message}"
-    );
+    assert!(message.contains(&floor), "{message}");
     assert!(hint.contains("snowflake_accept_floor()"), "{hint}");
     let bystander_lead = lead_ms(&mut cluster.connect_to("bystander"));
     println!("[pg_write_all_data] the other database's IDs lead by {bystander_lead} ms");
@@ -289,9 +289,7 @@ fn routine_grants_reach_no_state_and_pg_write_all_data_moves_no_other_database()
     // A value within the trusted lead is taken: at most reserve_ahead + 60 s ahead.
     let within = real_now_us() + 30_000_000;
     admin
-        .batch_execute(&format!(
-            "SELECT setval('snowflake_id_internal.snowflake_floor', {within})"
-        ))
+        .batch_execute(&format!("SELECT setval('{floor}', {within})"))
         .unwrap();
     watcher.batch_execute("SELECT pg_sleep(0.01)").unwrap();
     let lead = lead_ms(&mut watcher);
@@ -365,14 +363,14 @@ fn the_owners_own_dump_restored_by_itself_carries_the_floor() {
     assert_server_clock_offset(&mut new.connect(), -40_000_000);
     let errors = restore_as_tenant(&old, &new);
     println!("[tenant restore, clock 40 s behind] pg_restore said: {errors}");
-    assert!(
-        !errors.contains("snowflake_floor") && !errors.contains("snowflake_sequence_catalog"),
-        "{errors}"
-    );
     let mut tenant = new.connect_as("tenant_db", "tenant");
     let min_new = first_new_order(&mut tenant);
     println!("[tenant restore, clock 40 s behind] newest stored {max_stored}, first new {min_new}");
     assert!(min_new > max_stored, "new IDs among the restored ones");
+    assert!(
+        !errors.contains("snowflake_floor") && !errors.contains("snowflake_sequence_catalog"),
+        "{errors}"
+    );
     // The sequence a superuser created there came with the dump (a catalog row the owner's
     // restore inserted), with its layout.
     let fingerprint = |cluster: &Cluster| {
