@@ -362,3 +362,67 @@ BEGIN
     RETURN format('%s.%I: %s', tbl, col, array_to_string(changes, '; '));
 END
 $convert$;
+
+-- Rows that come without their database's floor (a dump made with pg_dump -n or -t but without
+-- --extension=snowflake_id, rows copied from another server) can hold IDs that new ones would
+-- repeat. pg_restore builds a table's keys after its rows: when a command leaves a valid, whole
+-- btree index whose first column is a bigint defaulting to snowflake_nextval(['<sequence>']),
+-- that column's largest ID is compared with where this database's new IDs begin, and a WARNING
+-- names a superuser's step when it lies beyond (src/stored_ids.rs; docs/reference.md "Moving to
+-- a new cluster"). No value in a table moves the floor. The check never fails the command;
+-- Citus tables are left out (their rows are on the workers).
+CREATE FUNCTION snowflake_id_internal.warn_of_stored_ids_ahead(tbl oid, col text, seq text) RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'warn_of_stored_ids_ahead_wrapper';
+
+CREATE FUNCTION snowflake_id_internal.stored_ids_ahead_of_new_indexes() RETURNS event_trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $cover$
+DECLARE
+    nextval_oid oid;
+    citus boolean := to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL;
+    candidate record;
+    distributed boolean;
+BEGIN
+    nextval_oid := snowflake_id_internal.user_function('snowflake_nextval', 1);
+    FOR candidate IN
+        SELECT DISTINCT a.attrelid AS tbl, a.attname::text AS col,
+               regexp_match(pg_get_expr(ad.adbin, ad.adrelid),
+                            '^(?:[^(]*\.)?snowflake_nextval\((?:''((?:[^'']|'''')*)''::text)?\)$') AS call
+          FROM pg_event_trigger_ddl_commands() AS c
+          JOIN pg_index AS i ON c.objid IN (i.indexrelid, i.indrelid)
+          JOIN pg_class AS ic ON ic.oid = i.indexrelid
+          JOIN pg_am AS am ON am.oid = ic.relam AND am.amname = 'btree'
+          JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+          JOIN pg_attrdef AS ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
+          JOIN pg_depend AS d ON d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid
+                             AND d.refclassid = 'pg_proc'::regclass AND d.refobjid = nextval_oid
+         WHERE c.classid = 'pg_class'::regclass
+           AND c.object_type IN ('table', 'index')
+           AND i.indisvalid AND i.indpred IS NULL
+           AND a.atttypid = 'bigint'::regtype
+    LOOP
+        -- No other expression (the sequence's name is the call's only, constant argument).
+        CONTINUE WHEN candidate.call IS NULL;
+        IF citus THEN
+            EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1)'
+               INTO distributed USING candidate.tbl;
+            CONTINUE WHEN distributed;
+        END IF;
+        PERFORM snowflake_id_internal.warn_of_stored_ids_ahead(
+                    candidate.tbl, candidate.col,
+                    coalesce(replace(candidate.call[1], '''''', ''''), 'default'));
+    END LOOP;
+EXCEPTION WHEN OTHERS THEN
+    -- A check that cannot run (a corrupted catalog row, say) leaves the command alone.
+    RAISE WARNING 'snowflake_id could not compare the IDs the command indexed with this database''s floor: %', SQLERRM;
+END
+$cover$;
+-- The trigger calls them as whichever role ran the command (default privileges that revoke
+-- EXECUTE from PUBLIC must not turn every such command into a WARNING).
+GRANT EXECUTE ON FUNCTION snowflake_id_internal.warn_of_stored_ids_ahead(oid, text, text),
+                          snowflake_id_internal.user_function(name, integer) TO PUBLIC;
+
+CREATE EVENT TRIGGER snowflake_id_warn_of_stored_ids_ahead ON ddl_command_end
+    WHEN TAG IN ('CREATE INDEX', 'ALTER TABLE')
+    EXECUTE FUNCTION snowflake_id_internal.stored_ids_ahead_of_new_indexes();

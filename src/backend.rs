@@ -230,6 +230,20 @@ pub fn accept_floor() -> i64 {
     shared.durable_floor()
 }
 
+/// Where new IDs of this database begin at the earliest: the server's durable floor, this
+/// database's floor relation (above every tick issued here) and the wall clock, the latest of
+/// them. Rows whose IDs lie above it were not issued here (`ids_ahead`).
+pub fn issued_or_covered_until() -> i64 {
+    let shared = shared_memory::state();
+    let (wall, _) = system_clock::wall_and_monotonic_us();
+    let relation = with_backend(|backend| {
+        let catalog = backend.sequences.catalog_table();
+        backend.floor.follow(catalog);
+        backend.floor.value_now(catalog)
+    });
+    wall.max(shared.durable_floor()).max(relation)
+}
+
 /// The last ID this session issued of sequence `name` (55000 if none, 42704 if no such sequence).
 pub fn current_id(name: &str) -> i64 {
     shared_memory::require_preloaded();

@@ -3,8 +3,9 @@
 //! in this database ends after. PostgreSQL carries it everywhere the rows go: its updates are
 //! WAL-logged (standbys, crash recovery, PITR), `pg_upgrade` copies it, and `pg_dump` dumps it as
 //! a `setval` (it is a configuration sequence of the extension). The extension never reads user
-//! tables to find a floor: no role's code runs and no role's values count, and only relations
-//! that are members of the extension and owned by a superuser are taken for it.
+//! tables to find a floor (`stored_ids.rs` only reports what one holds): no role's code runs
+//! and no role's values count, and only relations that are members of the extension and owned
+//! by a superuser are taken for it.
 //!
 //! The steps (read, raise, re-read, flush) are the core's `protocol`, and the decisions in them
 //! (when to read, raise and flush the relation, and what a value read teaches) its
@@ -566,8 +567,8 @@ fn trusted_owner(relation: pg_sys::Oid) -> pg_sys::Oid {
 }
 
 /// Runs `f` as `owner` in a security-restricted operation, the way PostgreSQL runs maintenance
-/// code (VACUUM, ANALYZE): `f` only calls PostgreSQL's own sequence functions.
-fn as_owner<T>(owner: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
+/// code (VACUUM, ANALYZE): `f` only runs SQL that names every object schema-qualified.
+pub fn as_owner<T>(owner: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
     let (mut user, mut context) = (pg_sys::InvalidOid, 0);
     // SAFETY: reads and sets the current user the way SECURITY DEFINER functions do. An ERROR
     // inside `f` aborts the (sub)transaction, which restores the previous user itself.

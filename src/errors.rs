@@ -527,6 +527,53 @@ pub fn floor_beyond_trust(
     )
 }
 
+/// A table's column holds IDs of a sequence beyond where this database's new IDs begin (a
+/// WARNING when an index is built over it: rows that came without their database's floor,
+/// docs/design.md §5.3). The step depends on whether `snowflake_raise_floor` may take the time.
+pub fn stored_ids_ahead(
+    column: &str,
+    sequence: &str,
+    stored_until_unix_us: i64,
+    new_from_unix_us: i64,
+    wall_unix_us: i64,
+    limit_us: i64,
+) -> Error {
+    let until = format_unix_us(stored_until_unix_us);
+    let (beyond, step) = if stored_until_unix_us.saturating_sub(wall_unix_us) <= limit_us {
+        (
+            String::new(),
+            format!("SELECT snowflake_raise_floor('{until}');"),
+        )
+    } else {
+        (
+            format!(
+                " (they lie more than {} s ahead of this server's wall clock, {}, beyond what \
+                 snowflake_raise_floor takes)",
+                limit_us / 1_000_000,
+                format_unix_us(wall_unix_us)
+            ),
+            format!(
+                "SELECT setval('snowflake_id_internal.snowflake_floor', {stored_until_unix_us}); \
+                 SELECT snowflake_accept_floor();"
+            ),
+        )
+    };
+    Error::new(
+        PgSqlErrorCode::ERRCODE_WARNING,
+        format!(
+            "{column} holds IDs of snowflake sequence \"{sequence}\" up to {until}, after {} \
+             where this database's new IDs begin: new IDs can repeat them",
+            format_unix_us(new_from_unix_us)
+        ),
+        Some(format!(
+            "Rows that came without their database's floor do this (a dump made with pg_dump -n \
+             or -t but without --extension=snowflake_id, rows copied from another server). If \
+             they are right, a superuser carries their floor{beyond} before new IDs are issued \
+             here: {step} (docs/reference.md, \"Moving to a new cluster\")."
+        )),
+    )
+}
+
 /// `snowflake_raise_floor` was given `infinity` or `-infinity`.
 pub fn floor_not_finite(until: &str) -> Error {
     Error::new(

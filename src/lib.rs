@@ -20,6 +20,7 @@ mod reservation_worker;
 mod sequence_cache;
 mod shared_memory;
 mod sql_api;
+mod stored_ids;
 mod system_clock;
 mod timestamps;
 

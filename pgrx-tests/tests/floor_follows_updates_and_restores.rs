@@ -292,6 +292,61 @@ fn a_partial_dump_with_the_extension_carries_the_floor() {
     }
 }
 
+/// A partial dump without `--extension` carries no floor, and no value in a table may move it:
+/// when `pg_restore` builds the table's key over the restored rows, on a cluster whose clock is
+/// behind, a WARNING says new IDs can repeat them and names a superuser's step (`pg_restore`
+/// shows it with `--verbose`; the server log has it too); after the step, as the WARNING gives
+/// it, new IDs are above the restored ones. On a cluster whose clock agrees, nothing warns.
+#[test]
+fn a_partial_dump_without_the_extension_warns_with_the_step_that_carries_its_floor() {
+    let old = Cluster::builder().start();
+    old.connect()
+        .batch_execute("CREATE EXTENSION snowflake_id")
+        .unwrap();
+    let newest = app_ids(&old);
+    for (part, behind) in [
+        ("--schema=app", "-40s"),
+        ("--table=app.ids", "-40s"),
+        ("--schema=app", "-10m"),
+        ("--schema=app", "+0s"),
+    ] {
+        let dump = old.dump_with("postgres", "postgres", &[part]);
+        let new = Cluster::builder().faketime_at(behind).start();
+        new.connect()
+            .batch_execute("CREATE EXTENSION snowflake_id")
+            .unwrap();
+        if part.starts_with("--table") {
+            new.connect().batch_execute("CREATE SCHEMA app").unwrap();
+        }
+        let restored = new.pg_restore(&dump, "postgres", &["--verbose"]);
+        let said = String::from_utf8_lossy(&restored.stderr).into_owned();
+        let warnings: Vec<&str> = said
+            .lines()
+            .filter(|line| line.contains("WARNING") || line.starts_with("HINT"))
+            .collect();
+        println!("[{part}, clock {behind}] pg_restore --verbose: {warnings:?}");
+        if behind == "+0s" {
+            assert!(warnings.is_empty(), "{said}");
+            continue;
+        }
+        assert!(
+            said.contains("app.ids.id holds IDs of snowflake sequence \"default\""),
+            "{said}"
+        );
+        let step = said
+            .split("before new IDs are issued here: ")
+            .nth(1)
+            .and_then(|rest| rest.split(" (").next())
+            .unwrap_or_else(|| panic!("no step in {said}"));
+        new.connect().batch_execute(step).unwrap();
+        let first = first_new_id(&new);
+        println!(
+            "[{part}, clock {behind}] after {step}: newest stored {newest}, first new {first}"
+        );
+        assert!(first > newest, "{part}: new IDs among the restored ones");
+    }
+}
+
 /// A dump of a database at 0.9.0 (its state in the extension's schema) restores as the
 /// CHANGELOG says: the extension created at 0.9.0 first, the dump restored, then updated.
 #[test]

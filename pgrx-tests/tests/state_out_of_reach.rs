@@ -411,3 +411,60 @@ fn a_floor_beyond_the_trusted_lead_waits_for_a_superuser() {
     println!("[accepted] newest stored {max_stored}, first new {min_new}");
     assert!(min_new > max_stored, "new IDs among the restored ones");
 }
+
+/// The WARNING of IDs stored ahead of the floor (an index built over a snowflake column, as
+/// `pg_restore` builds keys after rows) reads the table as its owner in a security-restricted
+/// operation: a role with the owner's rights and more (a member of it) that builds the index
+/// runs none of the owner's code (a row-level-security policy) with its own rights, and the
+/// value the owner planted 30 s ahead moves no ID: it is only reported.
+#[test]
+fn an_index_over_planted_ids_runs_no_owner_code_as_another_role_and_moves_no_id() {
+    let cluster = Cluster::builder().start();
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute(
+            "CREATE ROLE tenant LOGIN;
+             CREATE ROLE dba LOGIN;
+             GRANT tenant TO dba;
+             GRANT CREATE ON SCHEMA public TO tenant;
+             CREATE EXTENSION snowflake_id;",
+        )
+        .unwrap();
+    cluster
+        .connect_as("postgres", "tenant")
+        .batch_execute(
+            "CREATE TABLE public.foreign_calls (caller name NOT NULL);
+             GRANT INSERT ON public.foreign_calls TO PUBLIC;
+             CREATE FUNCTION public.record_caller() RETURNS boolean LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF current_user <> 'tenant' THEN
+                     INSERT INTO public.foreign_calls VALUES (current_user);
+                 END IF;
+                 RETURN true;
+             END $$;
+             CREATE TABLE public.planted (id bigint DEFAULT snowflake_nextval(), note text);
+             INSERT INTO public.planted (id) VALUES (snowflake_max_id(now() + interval '30 s'));
+             ALTER TABLE public.planted ENABLE ROW LEVEL SECURITY;
+             ALTER TABLE public.planted FORCE ROW LEVEL SECURITY;
+             CREATE POLICY everyone ON public.planted USING (public.record_caller());",
+        )
+        .unwrap();
+    cluster
+        .connect_as("postgres", "dba")
+        .batch_execute("CREATE INDEX ON public.planted (id)")
+        .unwrap();
+    let logged = cluster.server_log();
+    assert!(
+        logged.contains("public.planted.id holds IDs of snowflake sequence \"default\""),
+        "no WARNING in the server log"
+    );
+    let foreign_calls = text(
+        &mut admin,
+        "SELECT coalesce(string_agg(caller::text, ', '), 'none') FROM public.foreign_calls",
+    );
+    println!("[index over planted IDs] the owner's code run as others: {foreign_calls}");
+    assert_eq!(foreign_calls, "none");
+    let lead = lead_ms(&mut cluster.connect());
+    println!("[index over planted IDs] a new session's IDs lead by {lead} ms");
+    assert!(lead.abs() < 2_000, "{lead} ms");
+}
