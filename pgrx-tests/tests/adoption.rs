@@ -124,16 +124,17 @@ fn update_from_0_1_0_matches_a_fresh_install_and_keeps_sequences() {
     );
     assert_eq!(
         updated_objects.len(),
-        before_objects.len() + 27,
+        before_objects.len() + 30,
         "0.2.0 adds one function (snowflake_convert_column), 0.3.0 four (snowflake_currval, \
          snowflake_lastval, snowflake_to_base32, snowflake_from_base32), 0.4.0 three \
          (snowflake_citus_receive_sequence, snowflake_citus_forget_sequence, \
          snowflake_citus_node_ids), 0.5.0 five (the sequences snowflake_floor and \
          snowflake_floor_writer, their configuration entries, snowflake_raise_floor), 0.8.0 three \
-         (snowflake_partition_width and the two snowflake_partition_bounds), 0.10.0 eleven (the \
+         (snowflake_partition_width and the two snowflake_partition_bounds), 0.10.0 fourteen (the \
          schema snowflake_id_internal, its functions nextval, min_id, max_id, tick_start, \
-         user_function, citus_receive_sequence, citus_forget_sequence, fingerprint and \
-         catalog_guard, snowflake_accept_floor)"
+         user_function, citus_receive_sequence, citus_forget_sequence, fingerprint, \
+         catalog_guard, warn_of_stored_ids_ahead and stored_ids_ahead_of_new_indexes, the event \
+         trigger snowflake_id_warn_of_stored_ids_ahead, snowflake_accept_floor)"
     );
 
     let sequences_after: Vec<String> = column(&mut old, SEQUENCES);

@@ -17,9 +17,9 @@
 //! Each prints what it saw (`--nocapture`).
 
 use snowflake_id_cluster_tests::fixtures::{
-    assert_no_id_reissued, assert_server_clock_offset, command_output, count, default_id_unix_ms,
-    failure, insert_load, install_release_0_1_0_script, load_after, real_now_us, text, Issued,
-    DEFAULT_IDS_TABLE, MINUTE_US,
+    assert_no_id_reissued, assert_server_clock_offset, column, command_output, count,
+    default_id_unix_ms, failure, insert_load, install_release_0_1_0_script, load_after,
+    real_now_us, text, Issued, DEFAULT_IDS_TABLE, MINUTE_US,
 };
 use snowflake_id_cluster_tests::{Client, Cluster, InDatabase};
 
@@ -118,6 +118,10 @@ fn a_roles_sequences_named_like_the_floor_move_no_ids_and_the_update_names_them(
     assert!(lead.abs() < 2_000);
 }
 
+/// `REASSIGN OWNED` of the superuser who created the extension to a role that is not a
+/// superuser fails as a whole (the extension's event trigger must belong to a superuser), so
+/// its objects stay with superusers; a floor relation given to such a role one by one (`ALTER
+/// SEQUENCE … OWNER TO`) stops IDs with 55000 until a superuser owns it again.
 #[test]
 fn a_floor_relation_owned_by_a_role_that_is_not_a_superuser_is_refused() {
     let cluster = Cluster::builder().start();
@@ -132,8 +136,21 @@ fn a_floor_relation_owned_by_a_role_that_is_not_a_superuser_is_refused() {
         .connect_as("postgres", "installer")
         .batch_execute("CREATE EXTENSION snowflake_id")
         .unwrap();
+    let (code, message, _) = failure(&mut admin, "REASSIGN OWNED BY installer TO alice");
+    println!("[REASSIGN OWNED to alice] {code} {message}");
+    assert_eq!(code, "42501", "{message}");
+    let owners: Vec<String> = column(
+        &mut admin,
+        "SELECT DISTINCT pg_get_userbyid(nspowner)::text FROM pg_namespace
+          WHERE nspname = 'snowflake_id_internal'
+         UNION
+         SELECT DISTINCT pg_get_userbyid(c.relowner)::text FROM pg_class c
+          WHERE c.relnamespace = 'snowflake_id_internal'::regnamespace",
+    );
+    assert_eq!(owners, ["installer"]);
+
     admin
-        .batch_execute("REASSIGN OWNED BY installer TO alice")
+        .batch_execute("ALTER SEQUENCE snowflake_id_internal.snowflake_floor OWNER TO alice")
         .unwrap();
     let mut session = cluster.connect();
     let (code, message, hint) = failure(&mut session, "SELECT snowflake_nextval()");
@@ -144,6 +161,15 @@ fn a_floor_relation_owned_by_a_role_that_is_not_a_superuser_is_refused() {
         "{message}"
     );
     assert!(hint.contains("OWNER TO"), "{hint}");
+    admin
+        .batch_execute("ALTER SEQUENCE snowflake_id_internal.snowflake_floor OWNER TO installer")
+        .unwrap();
+    let id: i64 = session
+        .query_one("SELECT snowflake_nextval()", &[])
+        .unwrap()
+        .get(0);
+    println!("[given back to installer] the next ID: {id}");
+    assert!(id > 0);
 }
 
 #[test]

@@ -15,12 +15,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use postgres::SimpleQueryMessage;
 use snowflake_id_cluster_tests::fixtures::{
     assert_no_id_reissued, assert_server_clock_offset, column, count, default_id_unix_ms,
     insert_for, insert_load, install_release_0_1_0_script, load_after, min_new_id, Issued,
     DEFAULT_IDS_TABLE,
 };
-use snowflake_id_cluster_tests::{error_parts, Cluster, InDatabase};
+use snowflake_id_cluster_tests::pgbouncer::{PgBouncer, Pooling};
+use snowflake_id_cluster_tests::{error_parts, Client, Cluster, InDatabase};
 
 /// Table `ids` of `DEFAULT_IDS_TABLE`, without creating the extension.
 fn ids_table() -> &'static str {
@@ -107,21 +109,27 @@ struct LiveSession {
     errors: usize,
 }
 
-/// Sessions generating in database `database` of `cluster` (50 IDs a statement, back to back)
-/// while `during` runs, and 2 s after; an error while a restore has dropped the extension and
-/// not yet created it again is counted and the session goes on.
-fn generate_around<T>(
-    cluster: &Cluster,
-    database: &str,
-    sessions: usize,
-    during: impl FnOnce() -> T,
-) -> (Vec<LiveSession>, T) {
+/// The IDs in the rows of a simple query's answer.
+fn ids_of(messages: &[SimpleQueryMessage]) -> Vec<i64> {
+    messages
+        .iter()
+        .filter_map(|message| match message {
+            SimpleQueryMessage::Row(row) => row.get(0).map(|id| id.parse().unwrap()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `clients` generating (50 IDs a statement, back to back) while `during` runs, and 2 s
+/// after; an error while a restore has dropped the extension and not yet created it again is
+/// counted and the session goes on.
+fn generate_around<T>(clients: Vec<Client>, during: impl FnOnce() -> T) -> (Vec<LiveSession>, T) {
     let stop = AtomicBool::new(false);
     thread::scope(|scope| {
-        let handles: Vec<_> = (0..sessions)
-            .map(|_| {
+        let handles: Vec<_> = clients
+            .into_iter()
+            .map(|mut client| {
                 let stop = &stop;
-                let mut client = cluster.connect_to(database);
                 scope.spawn(move || {
                     let mut session = LiveSession {
                         calls: Vec::new(),
@@ -129,13 +137,11 @@ fn generate_around<T>(
                     };
                     while !stop.load(Ordering::Relaxed) {
                         let started = Instant::now();
-                        match client.query(
-                            "SELECT snowflake_nextval() FROM generate_series(1, 50)",
-                            &[],
-                        ) {
-                            Ok(rows) => session
-                                .calls
-                                .push((started, rows.iter().map(|row| row.get(0)).collect())),
+                        // The simple protocol: a pooled client's statement is one message.
+                        match client
+                            .simple_query("SELECT snowflake_nextval() FROM generate_series(1, 50)")
+                        {
+                            Ok(messages) => session.calls.push((started, ids_of(&messages))),
                             Err(error) => {
                                 // While the extension is gone: its function (42883), or its
                                 // catalog under a statement already running (42704).
@@ -184,7 +190,8 @@ fn restore_into_a_live_database(test: &str, options: &[&str], live_has_the_table
     if live_has_the_table {
         admin.batch_execute(ids_table()).unwrap();
     }
-    let (sessions, restored_at) = generate_around(&live, "live", 3, || {
+    let clients = (0..3).map(|_| live.connect_to("live")).collect();
+    let (sessions, restored_at) = generate_around(clients, || {
         let restored = live.pg_restore(&dump, "live", options);
         assert!(
             restored.status.success(),
@@ -389,8 +396,9 @@ fn a_dump_of_0_9_0_restores_with_its_floor_and_updates() {
 }
 
 /// The update from 0.9.0, which moves the catalog table and the floor relations into the
-/// schema `snowflake_id_internal`, under four sessions that keep generating: no statement
-/// fails, and every ID is new.
+/// schema `snowflake_id_internal`, under four sessions of their own and eight clients that
+/// share two server connections through a real PgBouncer (transaction pooling), all started
+/// before it and generating throughout: no statement fails, and every ID is new.
 #[test]
 fn the_update_to_its_own_schema_under_load_fails_no_statement() {
     install_release_0_1_0_script();
@@ -402,7 +410,20 @@ fn the_update_to_its_own_schema_under_load_fails_no_statement() {
              ALTER EXTENSION snowflake_id UPDATE TO '0.9.0';",
         )
         .unwrap();
-    let (sessions, ()) = generate_around(&cluster, "postgres", 4, || {
+    let bouncer = PgBouncer::start(
+        &cluster,
+        &Pooling {
+            database: "postgres",
+            mode: "transaction",
+            server_connections: 2,
+            client_connections: 20,
+        },
+    );
+    let clients = (0..4)
+        .map(|_| cluster.connect())
+        .chain((0..8).map(|_| bouncer.try_connect_to("postgres").unwrap()))
+        .collect();
+    let (sessions, ()) = generate_around(clients, || {
         cluster
             .connect()
             .batch_execute("ALTER EXTENSION snowflake_id UPDATE")
@@ -424,8 +445,8 @@ fn the_update_to_its_own_schema_under_load_fails_no_statement() {
         "SELECT relnamespace::regnamespace::text FROM pg_class WHERE relname = 'snowflake_floor'",
     );
     println!(
-        "[update to 0.10.0 under load] {} IDs from 4 sessions, {} failed statements; the floor \
-         relation is in {schema:?}",
+        "[update to 0.10.0 under load] {} IDs from 4 sessions and 8 pooled clients, {} failed \
+         statements; the floor relation is in {schema:?}",
         ids.len(),
         errors
     );
