@@ -267,6 +267,31 @@ fn first_new_id(cluster: &Cluster) -> i64 {
     )
 }
 
+/// A dump of `old`'s database `postgres` made with `dump_options` (`--schema=app` or
+/// `--table=app.ids`, …), restored with `restore_options` into a new cluster whose clock is
+/// `offset` from real time, where the extension exists already; and what pg_restore said.
+fn restore_partial(
+    old: &Cluster,
+    dump_options: &[&str],
+    offset: &str,
+    restore_options: &[&str],
+) -> (Cluster, std::process::Output) {
+    let dump = old.dump_with("postgres", "postgres", dump_options);
+    let new = Cluster::builder().faketime_at(offset).start();
+    new.connect()
+        .batch_execute("CREATE EXTENSION snowflake_id")
+        .unwrap();
+    if dump_options
+        .iter()
+        .any(|option| option.starts_with("--table"))
+    {
+        // A table's dump holds no schema: the reader creates it first.
+        new.connect().batch_execute("CREATE SCHEMA app").unwrap();
+    }
+    let restored = new.pg_restore(&dump, "postgres", restore_options);
+    (new, restored)
+}
+
 /// A partial dump (one schema) carries the floor with `--extension=snowflake_id`, as the
 /// reference's "Moving to a new cluster" says, into a cluster whose clock is behind and where
 /// the extension exists already.
@@ -278,17 +303,9 @@ fn a_partial_dump_with_the_extension_carries_the_floor() {
         .unwrap();
     let newest = app_ids(&old);
     for part in ["--schema=app", "--table=app.ids"] {
-        let dump = old.dump_with("postgres", "postgres", &[part, "--extension=snowflake_id"]);
-        let new = Cluster::builder().faketime_at("-40s").start();
+        let (new, restored) =
+            restore_partial(&old, &[part, "--extension=snowflake_id"], "-40s", &[]);
         assert_server_clock_offset(&mut new.connect(), -40_000_000);
-        new.connect()
-            .batch_execute("CREATE EXTENSION snowflake_id")
-            .unwrap();
-        if part.starts_with("--table") {
-            // A table's dump holds no schema: the reader creates it first.
-            new.connect().batch_execute("CREATE SCHEMA app").unwrap();
-        }
-        let restored = new.pg_restore(&dump, "postgres", &[]);
         println!(
             "[{part}, clock 40 s behind] pg_restore said: {}",
             String::from_utf8_lossy(&restored.stderr)
@@ -317,15 +334,7 @@ fn a_partial_dump_without_the_extension_warns_with_the_step_that_carries_its_flo
         ("--schema=app", "-10m"),
         ("--schema=app", "+0s"),
     ] {
-        let dump = old.dump_with("postgres", "postgres", &[part]);
-        let new = Cluster::builder().faketime_at(behind).start();
-        new.connect()
-            .batch_execute("CREATE EXTENSION snowflake_id")
-            .unwrap();
-        if part.starts_with("--table") {
-            new.connect().batch_execute("CREATE SCHEMA app").unwrap();
-        }
-        let restored = new.pg_restore(&dump, "postgres", &["--verbose"]);
+        let (new, restored) = restore_partial(&old, &[part], behind, &["--verbose"]);
         let said = String::from_utf8_lossy(&restored.stderr).into_owned();
         let warnings: Vec<&str> = said
             .lines()
