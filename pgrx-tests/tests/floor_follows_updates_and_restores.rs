@@ -364,7 +364,8 @@ fn a_partial_dump_without_the_extension_warns_with_the_step_that_carries_its_flo
 }
 
 /// A dump of a database at 0.9.0 (its state in the extension's schema) restores as the
-/// CHANGELOG says: the extension created at 0.9.0 first, the dump restored, then updated.
+/// CHANGELOG says: the extension created at 0.9.0 first, the dump restored, then updated; or,
+/// restored as it is into a fresh database, with the step its WARNING names.
 #[test]
 fn a_dump_of_0_9_0_restores_with_its_floor_and_updates() {
     install_release_0_1_0_script();
@@ -401,6 +402,31 @@ fn a_dump_of_0_9_0_restores_with_its_floor_and_updates() {
     assert_eq!(sequences, ["default", "web"]);
     let first = first_new_id(&new);
     println!("[0.9.0 dump, clock 10 min behind] newest stored {newest}, first new {first}");
+    assert!(first > newest, "new IDs among the restored ones");
+
+    // Restored as it is into a fresh database of another cluster, the dump creates the
+    // extension at 0.10.0: its catalog rows and floor do not land (pg_restore's errors name
+    // them in the old schema), and the rows' key gives the WARNING with the step that carries
+    // their floor.
+    let fresh = Cluster::builder().faketime_at("-10m").start();
+    fresh
+        .connect()
+        .batch_execute("CREATE DATABASE fresh")
+        .unwrap();
+    let restored = fresh.pg_restore(&dump, "fresh", &["--verbose"]);
+    let said = String::from_utf8_lossy(&restored.stderr).into_owned();
+    assert!(said.contains("public.snowflake_floor"), "{said}");
+    let step = said
+        .split("before new IDs are issued here: ")
+        .nth(1)
+        .and_then(|rest| rest.split(" (").next())
+        .unwrap_or_else(|| panic!("no step in {said}"));
+    fresh.connect_to("fresh").batch_execute(step).unwrap();
+    let first = min_new_id(
+        &mut fresh.connect_to("fresh"),
+        "INSERT INTO app.ids (n) SELECT g FROM generate_series(1, 20000) g",
+    );
+    println!("[0.9.0 dump into a fresh database] after {step}: first new {first}");
     assert!(first > newest, "new IDs among the restored ones");
 }
 
