@@ -1739,12 +1739,9 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $cover$
 DECLARE
-    nextval_oid oid;
-    citus boolean := to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL;
     candidate record;
     distributed boolean;
 BEGIN
-    nextval_oid := snowflake_id_internal.user_function('snowflake_nextval', 1);
     FOR candidate IN
         SELECT DISTINCT a.attrelid AS tbl, a.attname::text AS col,
                regexp_match(pg_get_expr(ad.adbin, ad.adrelid),
@@ -1756,26 +1753,29 @@ BEGIN
           JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
           JOIN pg_attrdef AS ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
           JOIN pg_depend AS d ON d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid
-                             AND d.refclassid = 'pg_proc'::regclass AND d.refobjid = nextval_oid
+                             AND d.refclassid = 'pg_proc'::regclass
+                             AND d.refobjid = snowflake_id_internal.user_function('snowflake_nextval', 1)
          WHERE c.classid = 'pg_class'::regclass
            AND c.object_type IN ('table', 'index')
            AND i.indisvalid AND i.indpred IS NULL
            AND a.atttypid = 'bigint'::regtype
     LOOP
-        -- No other expression (the sequence's name is the call's only, constant argument).
         CONTINUE WHEN candidate.call IS NULL;
-        IF citus THEN
-            EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1)'
-               INTO distributed USING candidate.tbl;
-            CONTINUE WHEN distributed;
-        END IF;
-        PERFORM snowflake_id_internal.warn_of_stored_ids_ahead(
-                    candidate.tbl, candidate.col,
-                    coalesce(replace(candidate.call[1], '''''', ''''), 'default'));
+        BEGIN
+            IF to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+                EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1)'
+                   INTO distributed USING candidate.tbl;
+                CONTINUE WHEN distributed;
+            END IF;
+            PERFORM snowflake_id_internal.warn_of_stored_ids_ahead(
+                        candidate.tbl, candidate.col,
+                        coalesce(replace(candidate.call[1], '''''', ''''), 'default'));
+        EXCEPTION WHEN OTHERS THEN
+            -- A check that cannot run (a corrupted catalog row, say) leaves the command alone;
+            -- only a candidate pays for the subtransaction.
+            RAISE WARNING 'snowflake_id could not compare the IDs the command indexed with this database''s floor: %', SQLERRM;
+        END;
     END LOOP;
-EXCEPTION WHEN OTHERS THEN
-    -- A check that cannot run (a corrupted catalog row, say) leaves the command alone.
-    RAISE WARNING 'snowflake_id could not compare the IDs the command indexed with this database''s floor: %', SQLERRM;
 END
 $cover$;
 -- The trigger calls them as whichever role ran the command (default privileges that revoke
