@@ -15,9 +15,11 @@
 //! the clock set back; a clean restart; a failover to a standby that lags [`FAILOVER_LAG`] of the
 //! old primary's time (promoted at least a tick after the failure); a dump of a database and its
 //! restore into a live database; a restore of another cluster's dump whose floor is ahead
-//! (within the trusted lead, or beyond it); and a `pg_upgrade` into a new cluster whose clock is
-//! behind. Crashes, restarts, failovers and upgrades happen at most [`MAX_FAULTS`] times per
-//! history, each restore once per database.
+//! (within the trusted lead, or beyond it); a `pg_upgrade` into a new cluster whose clock is
+//! behind; and, from a second initial state where database 1's extension predates the floor
+//! relations, the update that creates them (that database is dumped or upgraded only after a
+//! tick issued there since, as the reference's update steps say). Crashes, restarts, failovers
+//! and upgrades happen at most [`MAX_FAULTS`] times per history, each restore once per database.
 //!
 //! Properties, in every state reached: no worker id issues a tick it issued before (so no ID
 //! twice, across crashes, failover and upgrades), no database issues an ID at or below one
@@ -26,7 +28,8 @@
 //! forward jump of the old primary's clock, and restores that lower a floor not yet carried on;
 //! let in, the checker finds them. Each seeded bug of the in-memory store (one that drops the
 //! floor's flush, one that writes over a change instead of reading it again, one that trusts a
-//! floor beyond the bound) is caught, and its history printed.
+//! floor beyond the bound, a session that never looks for relations an update created) is
+//! caught, and its history printed.
 
 use std::time::Instant;
 
@@ -68,6 +71,11 @@ enum Action {
         lead: i64,
     },
     Upgrade,
+    /// `ALTER EXTENSION snowflake_id UPDATE` in a database whose extension predates the floor
+    /// relations: it creates them.
+    Update {
+        db: usize,
+    },
 }
 
 struct ProtocolModel {
@@ -94,6 +102,11 @@ impl ProtocolModel {
         let bug = self.bug;
         let mut refused = false;
         if !state.sessions[session].started {
+            state.sessions[session].started_with_relations = state.present[db];
+        }
+        let present = state.present[db]
+            && (bug != Bug::NoLookAfterUpdate || state.sessions[session].started_with_relations);
+        if !state.sessions[session].started && present {
             // A new generator learns the relation first (`DatabaseFloor::learn`).
             let mut relation = InMemoryRelation {
                 state,
@@ -105,8 +118,8 @@ impl ProtocolModel {
                 state.sessions[session].view = view;
                 return;
             }
-            state.sessions[session].started = true;
         }
+        state.sessions[session].started = true;
         let tick = state.sessions[session].next_tick.max(state.clock);
         if tick > state.clock {
             // Waits for the clock (`snowflake_id.max_lead` = 0 here).
@@ -116,6 +129,10 @@ impl ProtocolModel {
         let end = tick + 1;
         let mut reservation = InMemoryReservation { state, lock_free };
         let step = protocol::first_id_of_tick(&mut reservation, &policy, end, |reservation| {
+            if !present {
+                // No relations yet: nothing to cover in the database (`DatabaseFloor::cover`).
+                return Cover::Covered;
+            }
             let mut relation = InMemoryRelation {
                 state: reservation.state,
                 db,
@@ -143,6 +160,8 @@ impl ProtocolModel {
                 state.issued[session] = state.issued[session].max(tick);
                 state.held[db][session] = state.held[db][session].max(tick);
                 state.lowered[db] = false;
+                // The reference's step after an update: an ID issued there writes the floor.
+                state.unfloored[db] &= !state.present[db];
                 state.sessions[session].next_tick = tick + 1;
             }
             Ok(TickStep::SkipTo { floor }) => state.sessions[session].next_tick = floor,
@@ -183,9 +202,15 @@ impl Model for ProtocolModel {
             jumped_at: i64::MIN,
             lsn_offset: 0,
             lowered: [false; DATABASES],
+            present: [true; DATABASES],
+            unfloored: [false; DATABASES],
         };
         state.start_server(0, i64::MIN);
-        vec![state]
+        // Also a cluster whose second database's extension predates the floor relations.
+        let mut older = state.clone();
+        older.present[1] = false;
+        older.unfloored[1] = true;
+        vec![state, older]
     }
 
     fn actions(&self, state: &State, actions: &mut Vec<Action>) {
@@ -198,7 +223,10 @@ impl Model for ProtocolModel {
         for (session, &db) in SESSION_DATABASE.iter().enumerate() {
             // (A restore of another cluster's dump, once per database: before a raise, or below.)
             let restores = match state.restored(db) {
-                NO_TICKS if state.may_restore(db, state.wall + 1, OTHER_CLUSTER) => {
+                NO_TICKS
+                    if state.present[db]
+                        && state.may_restore(db, state.wall + 1, OTHER_CLUSTER) =>
+                {
                     &[None, Some(ForeignRestore { lead: 1 })][..]
                 }
                 _ => &[None][..],
@@ -223,15 +251,22 @@ impl Model for ProtocolModel {
             if !state.jumped_lately() {
                 actions.push(Action::Failover);
             }
-            if state.cluster == 1 && !state.lowered.contains(&true) {
+            let carried = !state.lowered.contains(&true) && !state.unfloored.contains(&true);
+            if state.cluster == 1 && carried {
                 actions.push(Action::Upgrade);
             }
         }
         for db in 0..DATABASES {
+            if !state.present[db] {
+                actions.push(Action::Update { db });
+                continue;
+            }
             // One restore per database.
             let restorable = state.restored(db) == NO_TICKS;
             match (state.dump, state.restored_dump) {
-                (None, _) if !state.lowered[db] => actions.push(Action::Dump { db }),
+                (None, _) if !state.lowered[db] && !state.unfloored[db] => {
+                    actions.push(Action::Dump { db })
+                }
                 (Some(dump), false)
                     if restorable && state.may_restore(db, dump.floor, dump.writer) =>
                 {
@@ -333,6 +368,17 @@ impl Model for ProtocolModel {
                 state.restored_dump = true;
             }
             Action::RestoreForeign { db, lead } => restore_foreign(&mut state, db, lead),
+            Action::Update { db } => {
+                // The update commits (its WAL flushed, and, as the model keeps it, past every
+                // standby and crash): the floor relation as `CREATE SEQUENCE` makes it, and the
+                // writer relation naming no cluster.
+                state.checkpoint();
+                state.base[db] = Relations {
+                    floor: LoggedValue::NONE,
+                    writer: 0,
+                };
+                state.present[db] = true;
+            }
             Action::Upgrade => {
                 // A clean shutdown, then the data files into a new cluster (new system
                 // identifier, new WAL, no reservation file) on a host whose clock is behind.
@@ -438,4 +484,9 @@ fn a_raise_that_writes_over_a_restore_instead_of_reading_again_is_caught() {
 #[test]
 fn a_floor_trusted_beyond_the_bound_is_caught() {
     assert_caught(Bug::TrustBeyondBound, BEYOND_BOUND);
+}
+
+#[test]
+fn a_session_that_never_looks_for_relations_an_update_created_is_caught() {
+    assert_caught(Bug::NoLookAfterUpdate, ISSUED_TWICE);
 }

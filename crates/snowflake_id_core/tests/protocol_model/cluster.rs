@@ -85,12 +85,15 @@ pub struct Session {
     pub view: FloorView,
     /// The first tick the generator may take.
     pub next_tick: i64,
+    /// Its database had the floor relations when the generator started.
+    pub started_with_relations: bool,
 }
 
 pub const NEW_SESSION: Session = Session {
     started: false,
     view: FloorView::NEW,
     next_tick: i64::MIN,
+    started_with_relations: false,
 };
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
@@ -131,6 +134,14 @@ pub struct State {
     /// A restore set the database's floor below the IDs it holds, and no tick was issued there
     /// since.
     pub lowered: [bool; DATABASES],
+    /// The database has its floor relations: its extension is at 0.9.0 or later (0.4.0 had
+    /// none, and 0.5.0 to 0.8.0 a floor relation without the writer relation, which the
+    /// library takes for none) until `ALTER EXTENSION … UPDATE` creates them.
+    pub present: [bool; DATABASES],
+    /// The database's floor does not cover its IDs yet: it had no relations, and no tick was
+    /// issued there since the update created them (a dump or `pg_upgrade` then carries no
+    /// floor, which the reference says to avoid by issuing an ID first, design §8).
+    pub unfloored: [bool; DATABASES],
 }
 
 impl State {

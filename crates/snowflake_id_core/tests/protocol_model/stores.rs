@@ -16,6 +16,9 @@ pub enum Bug {
     SkipReread,
     /// A floor from elsewhere is taken however far ahead of the wall clock it is.
     TrustBeyondBound,
+    /// A session that started before the update created its database's floor relations never
+    /// looks for them again (the glue looks before each tick while it has none).
+    NoLookAfterUpdate,
 }
 
 /// The cluster's reservation, in memory.
