@@ -232,7 +232,7 @@ pub fn accept_floor() -> i64 {
 
 /// Where new IDs of this database begin at the earliest: the server's durable floor, this
 /// database's floor relation (above every tick issued here) and the wall clock, the latest of
-/// them. Rows whose IDs lie above it were not issued here (`ids_ahead`).
+/// them. Rows whose IDs lie above it were not issued here (`stored_ids`).
 pub fn issued_or_covered_until() -> i64 {
     let shared = shared_memory::state();
     let (wall, _) = system_clock::wall_and_monotonic_us();
