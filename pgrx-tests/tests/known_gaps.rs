@@ -34,12 +34,7 @@ fn new_ids_at_or_below_stored(dump: &std::path::Path) -> (bool, i64) {
     let said = String::from_utf8_lossy(&restored.stderr);
     assert!(restored.status.success(), "{said}");
     let warned = said.contains("app.ids.id holds IDs of snowflake sequence");
-    let below = count(
-        &mut new.connect(),
-        "SELECT count(*) FROM (SELECT snowflake_nextval() AS id FROM generate_series(1, 1000)) n
-          WHERE n.id <= (SELECT max(id) FROM app.ids)",
-    );
-    (warned, below)
+    (warned, new_ids_at_or_below_stored_in(&new))
 }
 
 #[test]
