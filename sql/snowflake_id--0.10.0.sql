@@ -1789,7 +1789,7 @@ CREATE EVENT TRIGGER snowflake_id_warn_of_stored_ids_ahead ON ddl_command_end
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/stored_ids.rs:26
+-- src/stored_ids.rs:27
 -- snowflake_id::stored_ids::warn_of_stored_ids_ahead
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */

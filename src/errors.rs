@@ -574,6 +574,27 @@ pub fn stored_ids_ahead(
     )
 }
 
+/// A table's column holds IDs of a sequence this database does not have (a WARNING when an
+/// index is built over it: rows of a partial dump, which brings no catalog rows).
+pub fn stored_ids_of_a_missing_sequence(table: &str, column: &str, sequence: &str) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_WARNING,
+        format!(
+            "{table}.{column} holds IDs of snowflake sequence \"{sequence}\", which this \
+             database does not have: new IDs of it, once it is created, can repeat them"
+        ),
+        Some(format!(
+            "A dump made with pg_dump -n or -t but without --extension=snowflake_id brings \
+             neither the sequence nor the floor. Create the sequence with the layout that made \
+             these IDs (snowflake_create_sequence), then, before new IDs are issued here, a \
+             superuser runs SELECT snowflake_raise_floor(snowflake_timestamp(max({column}), \
+             '{literal}') + interval '1 second') FROM {table}; (docs/reference.md, \"Moving \
+             to a new cluster\").",
+            literal = sequence.replace('\'', "''")
+        )),
+    )
+}
+
 /// `snowflake_raise_floor` was given `infinity` or `-infinity`.
 pub fn floor_not_finite(until: &str) -> Error {
     Error::new(

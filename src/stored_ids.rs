@@ -19,24 +19,35 @@ use crate::system_clock;
 
 /// `snowflake_id_internal.warn_of_stored_ids_ahead(tbl oid, col text, seq text)`, declared in
 /// sql/ for the event trigger: a WARNING when the largest ID stored in `tbl.col` ends after the
-/// time from which this database issues IDs of `seq`. It changes nothing. It learns something
-/// of the table's rows, so it answers only a role with its owner's rights (the one whose command
-/// fired the trigger), and reads them as the owner in a security-restricted operation, as
-/// PostgreSQL's maintenance code does: no code of the owner runs with another role's rights.
+/// time from which this database issues IDs of `seq`, or when `seq` does not exist here. It
+/// changes nothing. It learns something of the table's rows, so it answers only a role with
+/// its owner's rights (the one whose command fired the trigger), and reads them as the owner in
+/// a security-restricted operation, as PostgreSQL's maintenance code does: no code of the owner
+/// runs with another role's rights.
 #[pg_extern(sql = false, volatile, parallel_unsafe)]
 fn warn_of_stored_ids_ahead(table: pg_sys::Oid, column: &str, seq: &str) {
     if shared_memory::try_state().is_none() {
         return;
     }
-    let Some((owner, shown, largest_query)) = owned_column(table, column) else {
+    let Some(OwnedColumn {
+        owner,
+        table,
+        column,
+        largest_query,
+    }) = owned_column(table, column)
+    else {
+        return;
+    };
+    let shown = format!("{table}.{column}");
+    let largest = database_floor::as_owner(owner, || Spi::get_one::<i64>(&largest_query));
+    let Ok(Some(largest)) = largest else {
         return;
     };
     let catalog = backend::catalog_table();
     let Some((layout, _)) = catalog::load_layout(&catalog, seq) else {
-        return;
-    };
-    let largest = database_floor::as_owner(owner, || Spi::get_one::<i64>(&largest_query));
-    let Ok(Some(largest)) = largest else {
+        // Rows of a sequence this database does not have (a partial dump brings no catalog
+        // rows): their IDs cannot be placed, so the step is said without its time.
+        errors::stored_ids_of_a_missing_sequence(&table, &column, seq).warn();
         return;
     };
     let Ok(parts) = layout.decompose(largest) else {
@@ -51,14 +62,24 @@ fn warn_of_stored_ids_ahead(table: pg_sys::Oid, column: &str, seq: &str) {
     }
 }
 
-/// The owner of `table` when the current role has its rights, with the column's name as a
-/// message shows it and the query of its largest value, every name quoted and qualified.
-fn owned_column(table: pg_sys::Oid, column: &str) -> Option<(pg_sys::Oid, String, String)> {
+/// A column whose values the current role may learn, through its table's owner.
+struct OwnedColumn {
+    owner: pg_sys::Oid,
+    /// The table's name, schema-qualified, and the column's, each quoted for SQL text.
+    table: String,
+    column: String,
+    /// The query of the column's largest value.
+    largest_query: String,
+}
+
+/// `table`'s column `column`, when the current role has the rights of the table's owner.
+fn owned_column(table: pg_sys::Oid, column: &str) -> Option<OwnedColumn> {
     Spi::connect(|client| {
         let row = client
             .select(
                 "SELECT c.relowner, \
-                        pg_catalog.format('%I.%I.%I', n.nspname, c.relname, $2), \
+                        pg_catalog.format('%I.%I', n.nspname, c.relname), \
+                        pg_catalog.quote_ident($2), \
                         pg_catalog.format('SELECT pg_catalog.max(%I) FROM %I.%I', \
                                           $2, n.nspname, c.relname) \
                    FROM pg_catalog.pg_class c \
@@ -70,10 +91,11 @@ fn owned_column(table: pg_sys::Oid, column: &str) -> Option<(pg_sys::Oid, String
             )
             .ok()?
             .first();
-        Some((
-            row.get::<pg_sys::Oid>(1).ok()??,
-            row.get::<String>(2).ok()??,
-            row.get::<String>(3).ok()??,
-        ))
+        Some(OwnedColumn {
+            owner: row.get::<pg_sys::Oid>(1).ok()??,
+            table: row.get::<String>(2).ok()??,
+            column: row.get::<String>(3).ok()??,
+            largest_query: row.get::<String>(4).ok()??,
+        })
     })
 }

@@ -363,6 +363,51 @@ fn a_partial_dump_without_the_extension_warns_with_the_step_that_carries_its_flo
     }
 }
 
+/// A partial dump without `--extension` of a table whose default names a sequence other than
+/// `'default'` brings neither the sequence nor the floor: the restore's key over its rows warns
+/// that the database lacks the sequence and names the steps; followed as the WARNING gives them
+/// (the sequence created with its layout, then the floor raised), new IDs are above the
+/// restored ones, on a cluster whose clock is 40 s behind.
+#[test]
+fn a_partial_dump_of_a_sequence_the_database_lacks_names_the_steps() {
+    let old = Cluster::builder().start();
+    old.connect()
+        .batch_execute(
+            "CREATE EXTENSION snowflake_id;
+             SELECT snowflake_create_sequence('web', 'js53');
+             CREATE SCHEMA app;
+             CREATE TABLE app.visits (id bigint PRIMARY KEY DEFAULT snowflake_nextval('web'));
+             INSERT INTO app.visits SELECT FROM generate_series(1, 20000);",
+        )
+        .unwrap();
+    let newest = count(&mut old.connect(), "SELECT max(id) FROM app.visits");
+    let (new, restored) = restore_partial(&old, &["--schema=app"], "-40s", &["--verbose"]);
+    let said = String::from_utf8_lossy(&restored.stderr).into_owned();
+    println!("[--schema=app, 'web' missing] pg_restore --verbose: {said}");
+    assert!(
+        said.contains("app.visits.id holds IDs of snowflake sequence \"web\", which this database does not have"),
+        "{said}"
+    );
+    let step = said
+        .split("a superuser runs ")
+        .nth(1)
+        .and_then(|rest| rest.split(" (docs/reference.md").next())
+        .unwrap_or_else(|| panic!("no step in {said}"));
+    let mut admin = new.connect();
+    admin
+        .batch_execute("SELECT snowflake_create_sequence('web', 'js53')")
+        .unwrap();
+    admin.batch_execute(step).unwrap();
+    let first = min_new_id(
+        &mut new.connect(),
+        "INSERT INTO app.visits SELECT FROM generate_series(1, 20000)",
+    );
+    println!(
+        "[--schema=app, 'web' missing] after {step}: newest stored {newest}, first new {first}"
+    );
+    assert!(first > newest, "new IDs among the restored ones");
+}
+
 /// A dump of a database at 0.9.0 (its state in the extension's schema) restores as the
 /// CHANGELOG says: the extension created at 0.9.0 first, the dump restored, then updated; or,
 /// restored as it is into a fresh database, with the step its WARNING names.
