@@ -6,7 +6,8 @@
 //! `snowflake_id.failover_lag` (default 500 ms), in the cases that break a promise made in wall
 //! time: a burst after an idle period (the standby's clock behind), a burst that borrows ticks
 //! seconds ahead (a raised `snowflake_id.max_lead`), and a lag of 0.9 times the covered bound under
-//! steady load. The IDs are of a `js53` sequence (256 IDs per 10 ms tick and session), whose
+//! steady load. One more shows the gap the design names: a failover within the lag after a
+//! forward jump of the old primary's clock. The IDs are of a `js53` sequence (256 IDs per 10 ms tick and session), whose
 //! bursts move ID time fastest. The test prints what it measured (`--nocapture`).
 
 use std::thread;
@@ -29,7 +30,18 @@ fn lagging_pair(
     lag: Duration,
     first_id: bool,
 ) -> (Cluster, Cluster, LaggingLink) {
-    let mut builder = Cluster::builder().setting("listen_addresses = '127.0.0.1'");
+    lagging_pair_from(Cluster::builder(), settings, standby_clock, lag, first_id)
+}
+
+/// [`lagging_pair`] with the primary built from `builder` (one whose clock can step, say).
+fn lagging_pair_from(
+    builder: snowflake_id_cluster_tests::ClusterBuilder,
+    settings: &[&str],
+    standby_clock: &str,
+    lag: Duration,
+    first_id: bool,
+) -> (Cluster, Cluster, LaggingLink) {
+    let mut builder = builder.setting("listen_addresses = '127.0.0.1'");
     for setting in settings {
         builder = builder.setting(setting);
     }
@@ -75,18 +87,36 @@ fn lead_ms(client: &mut Client, id: i64) -> String {
     )
 }
 
-/// The failure: the link is cut (WAL in flight is lost), then the primary stops at once; the
-/// standby is promoted and makes `count` IDs in statements of 500. Asserts that every one is
-/// above every ID of `old` (and so equal to none), and prints how long the cut and the stop
-/// took (they add to the lag) and how far the promoted standby's first ID led its clock.
+/// [`fail_over`], asserting that every new ID is above every ID of `old` (and so equal to
+/// none).
 fn fail_over_and_check(
+    test: &str,
+    primary: Cluster,
+    standby: &Cluster,
+    link: LaggingLink,
+    old: &[i64],
+    count: i64,
+) {
+    let (at_or_below, equal) = fail_over(test, primary, standby, link, old, count);
+    assert_eq!(
+        (at_or_below, equal),
+        (0, 0),
+        "{test}: old IDs issued again or passed"
+    );
+}
+
+/// The failure: the link is cut (WAL in flight is lost), then the primary stops at once; the
+/// standby is promoted and makes `count` IDs in statements of 500. Prints how long the cut and
+/// the stop took (they add to the lag) and how far the promoted standby's first ID led its
+/// clock; returns how many new IDs are at or below the newest of `old`, and how many equal one.
+fn fail_over(
     test: &str,
     mut primary: Cluster,
     standby: &Cluster,
     mut link: LaggingLink,
     old: &[i64],
     count: i64,
-) {
+) -> (usize, usize) {
     let started = Instant::now();
     link.cut();
     primary.stop("immediate");
@@ -115,11 +145,7 @@ fn fail_over_and_check(
         old.len(),
         new.len()
     );
-    assert_eq!(
-        (at_or_below, equal),
-        (0, 0),
-        "{test}: old IDs issued again or passed"
-    );
+    (at_or_below, equal)
 }
 
 #[test]
@@ -190,4 +216,28 @@ fn a_standby_that_never_received_a_reservation_starts_above_a_burst_ahead() {
         "{test}: the burst outlasted the lag, so the standby may have its reservation"
     );
     fail_over_and_check(test, primary, &standby, link, &old, 10_000);
+}
+
+/// The gap the design names (§5.2, "Not covered"; the reference's Known gaps): a failover less
+/// than `failover_lag` after a forward jump of the old primary's clock, which skips the half
+/// window between reservation records that the margin relies on. With `max_clock_jump` raised
+/// to 5 s the primary follows a 4 s step at once; a burst right after it, then the failure
+/// while the burst's reservation record is still in the link: the promoted standby's IDs fall
+/// at or below the old primary's. (The same failover without the jump is covered: above.)
+#[test]
+fn a_failover_within_the_lag_after_a_forward_jump_is_not_covered_as_documented() {
+    let test = "a 4 s forward step, burst of 2,000 js53 IDs, lag 300 ms";
+    let (primary, standby, link) = lagging_pair_from(
+        Cluster::builder().faketime(),
+        &["snowflake_id.max_clock_jump = '5s'"],
+        "+0",
+        Duration::from_millis(300),
+        true,
+    );
+    // Reservation records of the clock before the step reach the standby.
+    thread::sleep(Duration::from_secs(2));
+    primary.set_fake_time("+4s");
+    let old = burst(&mut primary.connect(), 2_000, 500);
+    let (at_or_below, _) = fail_over(test, primary, &standby, link, &old, 2_000);
+    assert!(at_or_below > 0, "{test}: the documented gap did not show");
 }
