@@ -292,6 +292,15 @@ fn restore_partial(
     (new, restored)
 }
 
+/// The step a WARNING in `said` (what pg_restore printed) gives: the text between `after` and
+/// the next `before`.
+fn step_in<'a>(said: &'a str, after: &str, before: &str) -> &'a str {
+    said.split(after)
+        .nth(1)
+        .and_then(|rest| rest.split(before).next())
+        .unwrap_or_else(|| panic!("no step in {said}"))
+}
+
 /// A partial dump (one schema) carries the floor with `--extension=snowflake_id`, as the
 /// reference's "Moving to a new cluster" says, into a cluster whose clock is behind and where
 /// the extension exists already.
@@ -349,11 +358,7 @@ fn a_partial_dump_without_the_extension_warns_with_the_step_that_carries_its_flo
             said.contains("app.ids.id holds IDs of snowflake sequence \"default\""),
             "{said}"
         );
-        let step = said
-            .split("before new IDs are issued here: ")
-            .nth(1)
-            .and_then(|rest| rest.split(" (").next())
-            .unwrap_or_else(|| panic!("no step in {said}"));
+        let step = step_in(&said, "before new IDs are issued here: ", " (");
         new.connect().batch_execute(step).unwrap();
         let first = first_new_id(&new);
         println!(
@@ -388,11 +393,7 @@ fn a_partial_dump_of_a_sequence_the_database_lacks_names_the_steps() {
         said.contains("app.visits.id holds IDs of snowflake sequence \"web\", which this database does not have"),
         "{said}"
     );
-    let step = said
-        .split("a superuser runs ")
-        .nth(1)
-        .and_then(|rest| rest.split(" (docs/reference.md").next())
-        .unwrap_or_else(|| panic!("no step in {said}"));
+    let step = step_in(&said, "a superuser runs ", " (docs/reference.md");
     let mut admin = new.connect();
     admin
         .batch_execute("SELECT snowflake_create_sequence('web', 'js53')")
@@ -461,11 +462,7 @@ fn a_dump_of_0_9_0_restores_with_its_floor_and_updates() {
     let restored = fresh.pg_restore(&dump, "fresh", &["--verbose"]);
     let said = String::from_utf8_lossy(&restored.stderr).into_owned();
     assert!(said.contains("public.snowflake_floor"), "{said}");
-    let step = said
-        .split("before new IDs are issued here: ")
-        .nth(1)
-        .and_then(|rest| rest.split(" (").next())
-        .unwrap_or_else(|| panic!("no step in {said}"));
+    let step = step_in(&said, "before new IDs are issued here: ", " (");
     fresh.connect_to("fresh").batch_execute(step).unwrap();
     let first = min_new_id(
         &mut fresh.connect_to("fresh"),
