@@ -19,7 +19,7 @@
 use std::sync::atomic::Ordering;
 
 use pgrx::prelude::*;
-use snowflake_id_core::floor::{FloorView, LoggedValue, PageLsn, Provenance};
+use snowflake_id_core::floor::{writer_identity, FloorView, LoggedValue, PageLsn, Provenance};
 use snowflake_id_core::protocol::{self, Cover, FloorRelation};
 use snowflake_id_core::renewal::RenewalPolicy;
 
@@ -33,7 +33,7 @@ use crate::shared_memory::{
 use crate::system_clock;
 
 const RELATION_NAME: &std::ffi::CStr = c"snowflake_floor";
-/// The relation that says which cluster wrote the floor: its system identifier.
+/// The relation that says which cluster wrote the floor, and on which timeline.
 const WRITER_RELATION_NAME: &std::ffi::CStr = c"snowflake_floor_writer";
 
 /// How far beyond `snowflake_id.reserve_ahead` past the wall clock `snowflake_raise_floor`
@@ -486,11 +486,19 @@ fn this_database() -> u32 {
     unsafe { pg_sys::MyDatabaseId }.to_u32()
 }
 
-/// This cluster's system identifier (from `initdb`, kept by its standbys and backups, new after
-/// `pg_upgrade`), as the writer relation stores it.
+/// This cluster and its timeline, as the writer relation stores them
+/// (`snowflake_id_core::floor::writer_identity`). Called only outside recovery: no ID is issued
+/// and no floor written in it.
 fn this_cluster() -> i64 {
-    // SAFETY: reads a value PostgreSQL fixed at startup.
-    unsafe { pg_sys::GetSystemIdentifier() as i64 }
+    // SAFETY: the system identifier is fixed at startup; the insertion timeline is fixed once
+    // recovery has ended, which it has here, so both are plain reads of settled values.
+    let (system, timeline) = unsafe {
+        (
+            pg_sys::GetSystemIdentifier(),
+            pg_sys::GetWALInsertionTimeLine(),
+        )
+    };
+    writer_identity(system, timeline)
 }
 
 /// The current WAL insert position in the form `XLogFlush` accepts, the bound for a page LSN

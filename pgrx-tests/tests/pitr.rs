@@ -10,13 +10,20 @@
 //! asserts no row refused by the primary key, no ID issued twice among the IDs before the
 //! restore point and the restored server's, and the restored server's IDs above the former, and
 //! prints the IDs, duplicates and how far IDs ran ahead of real time (`--nocapture`).
+//!
+//! A dump taken after the recovery target (of the history the recovery leaves) and restored into
+//! the recovered server brings a floor written on another timeline: the writer relation names
+//! the cluster and its timeline, so the recovered server takes it for a floor from elsewhere and
+//! continues above the dump's IDs, its clock a minute behind. The protocol's model check found
+//! this (a writer relation naming the system identifier alone took that floor for the server's
+//! own, and new IDs repeated the dump's).
 
 use std::collections::HashSet;
 use std::thread;
 use std::time::Duration;
 
 use snowflake_id_cluster_tests::fixtures::{
-    assert_no_id_reissued, assert_server_clock_offset, insert_load, load_after, Issued,
+    assert_no_id_reissued, assert_server_clock_offset, insert_load, load_after, min_new_id, Issued,
     DEFAULT_IDS_TABLE, MINUTE_US,
 };
 use snowflake_id_cluster_tests::Cluster;
@@ -91,4 +98,66 @@ fn point_in_time_restore_with_the_clock_ten_minutes_back_continues_above_the_res
         discarded.ids.len()
     );
     assert_no_id_reissued(test, &[&before_backup, &after_backup, &new]);
+}
+
+#[test]
+fn a_dump_taken_after_the_recovery_target_restores_above_the_recovered_servers_new_ids() {
+    let test = "dump from after the recovery target";
+    let mut cluster = Cluster::builder().wal_archive().start();
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute(
+            "CREATE EXTENSION snowflake_id;
+             CREATE TABLE app_ids (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), n int);
+             INSERT INTO app_ids (n) SELECT g FROM generate_series(1, 1000) g;",
+        )
+        .unwrap();
+    let backup = cluster.base_backup();
+    admin
+        .execute("SELECT pg_create_restore_point($1)", &[&RESTORE_POINT])
+        .unwrap();
+    // Past what the reservations before the restore point and a promotion's margin cover.
+    thread::sleep(Duration::from_secs(3));
+    let newest: i64 = admin
+        .query_one(
+            "WITH added AS (INSERT INTO app_ids (n) SELECT g FROM generate_series(1, 1000) g \
+             RETURNING id) SELECT max(id) FROM added",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let dump = cluster.dump_as("postgres", "postgres");
+    cluster.archive_current_wal(&mut admin);
+    drop(admin);
+    cluster.stop("fast");
+
+    let restored = cluster
+        .restore(&backup)
+        .faketime_at("-1m")
+        .setting(&format!("recovery_target_name = '{RESTORE_POINT}'"))
+        .setting("recovery_target_action = 'promote'")
+        .start();
+    restored.wait_until_primary(Duration::from_secs(60));
+    restored
+        .connect()
+        .batch_execute("CREATE DATABASE copy")
+        .unwrap();
+    let into_copy = restored.pg_restore(&dump, "copy", &["--exit-on-error"]);
+    assert!(
+        into_copy.status.success(),
+        "pg_restore: {}",
+        String::from_utf8_lossy(&into_copy.stderr)
+    );
+    let first = min_new_id(
+        &mut restored.connect_to("copy"),
+        "INSERT INTO app_ids (n) SELECT g FROM generate_series(1, 1000) g",
+    );
+    println!(
+        "[{test}] newest ID of the dump {newest}, first new ID in the restored copy {first} \
+         (restored server's clock 1 min behind)"
+    );
+    assert!(
+        first > newest,
+        "[{test}] new ID {first} at or below the dump's newest {newest}"
+    );
 }

@@ -194,9 +194,40 @@ pub struct Provenance {
     pub started_without_reservation: bool,
 }
 
+/// What the writer relation holds for the cluster that wrote the floor: its system identifier
+/// (from `initdb`, kept by its standbys and base backups, new after `pg_upgrade`) and its WAL
+/// timeline (new after every promotion and point-in-time recovery). A floor written on another
+/// timeline may come from a history this server never replayed (a dump taken after a recovery
+/// target, restored after the recovery), so it is a floor from elsewhere; one written on a
+/// timeline this server continues lies below what it replayed, and learning it again changes
+/// nothing. On timeline 1 the identity is the system identifier itself (what the relation held
+/// before timelines counted); other timelines mix theirs in through a bijection, so two
+/// timelines of one cluster never share an identity.
+pub fn writer_identity(system_identifier: u64, timeline: u32) -> i64 {
+    (system_identifier ^ mix(u64::from(timeline).wrapping_sub(1))) as i64
+}
+
+/// SplitMix64's finalizer: a bijection of u64 that maps 0 to 0 and spreads neighbours apart.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_timeline_is_the_system_identifier_and_every_other_differs() {
+        let system = 7_311_345_678_901_234_567_u64;
+        assert_eq!(writer_identity(system, 1), system as i64);
+        let identities: std::collections::HashSet<i64> = (1..=10_000)
+            .map(|timeline| writer_identity(system, timeline))
+            .collect();
+        assert_eq!(identities.len(), 10_000);
+        assert_ne!(writer_identity(system, 2), writer_identity(system + 1, 2));
+    }
 
     const POLICY_US: i64 = 1_000_000;
 

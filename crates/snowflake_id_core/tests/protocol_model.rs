@@ -9,27 +9,35 @@
 //! The cluster: two sessions (worker ids 0 and 1, in databases 0 and 1), the reservation worker,
 //! the WAL writer, and a wall clock that runs from 0 to [`HORIZON`] ticks, with a reservation
 //! window of [`WINDOW`] ticks. Events, in any order: a tick of the wall clock; a session's first
-//! ID of a tick (with the reservation lock free or taken, and with or without a restore of
-//! another cluster's dump landing between its read of the floor relation and its write); the
-//! worker's renewal (with or without a streaming standby); the WAL writer's flush; a crash, with
-//! the clock set back; a clean restart; a failover to a standby that lags [`FAILOVER_LAG`] of the
-//! old primary's time (promoted at least a tick after the failure); a dump of a database and its
-//! restore into a live database; a restore of another cluster's dump whose floor is ahead
-//! (within the trusted lead, or beyond it); a `pg_upgrade` into a new cluster whose clock is
-//! behind; and, from a second initial state where database 1's extension predates the floor
-//! relations, the update that creates them (that database is dumped or upgraded only after a
-//! tick issued there since, as the reference's update steps say). Crashes, restarts, failovers
-//! and upgrades happen at most [`MAX_FAULTS`] times per history, each restore once per database.
+//! ID of a tick (with the reservation lock free or taken, and with or without a restore of another
+//! cluster's dump landing between its read of the floor relation and its write); the worker's
+//! renewal (with or without a streaming standby); the WAL writer's flush; a crash, with the clock
+//! set back; a clean restart; a failover to a standby that lags [`FAILOVER_LAG`] of the old
+//! primary's time (promoted at least a tick after the failure); a point-in-time recovery of the
+//! base backup taken at the latest checkpoint to any record of the archived WAL since, on a host
+//! whose clock is behind (a new timeline; the IDs stored after the target left with their rows); a
+//! dump of a database and its restore into a live database (a dump taken before a recovery too,
+//! from the history it left); a restore of another cluster's dump whose floor is ahead (within the
+//! trusted lead, or beyond it); a `pg_upgrade` into a new cluster whose clock is behind; and, from
+//! a second initial state where database 1's extension predates the floor relations, the update
+//! that creates them (that database is dumped or upgraded only after a tick issued there since, as
+//! the reference's update steps say). Crashes, restarts, failovers, recoveries and upgrades happen
+//! at most [`MAX_FAULTS`] times per history, each restore once per database. Histories of up to
+//! [`MAX_DEPTH`] events are explored without recoveries, and of up to
+//! [`MAX_DEPTH_WITH_RECOVERIES`] with them (a recovery offers a target at every record).
 //!
 //! Properties, in every state reached: no worker id issues a tick it issued before (so no ID
-//! twice, across crashes, failover and upgrades), no database issues an ID at or below one
-//! restored into it, and no floor from elsewhere moves the cluster more than the trusted lead
-//! ahead of the wall clock. Left out, as design §8 says: a failover less than the lag after a
-//! forward jump of the old primary's clock, and restores that lower a floor not yet carried on;
-//! let in, the checker finds them. Each seeded bug of the in-memory store (one that drops the
-//! floor's flush, one that writes over a change instead of reading it again, one that trusts a
-//! floor beyond the bound, a session that never looks for relations an update created) is
-//! caught, and its history printed.
+//! twice, across crashes, failover and upgrades; after a recovery, none it had issued before the
+//! target), no database issues an ID at or below one restored into it, and no floor from elsewhere
+//! moves the cluster more than the trusted lead ahead of the wall clock. Left out, as design §8
+//! says: a failover less than the lag after a forward jump of the old primary's clock, and
+//! restores that lower a floor not yet carried on; let in, the checker finds them. Each seeded bug
+//! of the in-memory store (one that drops the floor's flush, one that writes over a change instead
+//! of reading it again, one that trusts a floor beyond the bound, a session that never looks for
+//! relations an update created) is caught, and its history printed; so are a recovery whose
+//! reservation records are not replayed, and a writer relation that names the cluster without its
+//! timeline (a dump from after a recovery's target then repeats IDs: what this check found,
+//! `pgrx-tests/tests/pitr.rs`).
 
 use std::time::Instant;
 
@@ -60,6 +68,12 @@ enum Action {
     Crash,
     CleanRestart,
     Failover,
+    /// Point-in-time recovery of the base backup taken at the latest checkpoint, replaying the
+    /// archived WAL up to its first `target` records (any point the archive holds), on a host
+    /// whose clock is behind; the IDs stored after the target are gone with their rows.
+    Recover {
+        target: usize,
+    },
     Dump {
         db: usize,
     },
@@ -80,6 +94,8 @@ enum Action {
 
 struct ProtocolModel {
     bug: Bug,
+    /// Whether point-in-time recoveries are among the events.
+    recoveries: bool,
     /// The one property to check, or None for all.
     checks: Option<&'static str>,
 }
@@ -158,6 +174,7 @@ impl ProtocolModel {
                     state.fault.get_or_insert(Fault::BelowRestored);
                 }
                 state.issued[session] = state.issued[session].max(tick);
+                state.stored[session] = state.stored[session].max(tick);
                 state.held[db][session] = state.held[db][session].max(tick);
                 state.lowered[db] = false;
                 // The reference's step after an update: an ID issued there writes the floor.
@@ -177,15 +194,17 @@ impl Model for ProtocolModel {
     fn init_states(&self) -> Vec<State> {
         let created = Relations {
             floor: LoggedValue::NONE,
-            writer: 1,
+            writer: identity(1, 1),
         };
         let mut state = State {
             wall: 0,
             cluster: 1,
+            timeline: 1,
             clock: 0,
             published: i64::MIN,
             durable_floor: i64::MIN,
             file: i64::MIN,
+            backup_file: i64::MIN,
             started_without_file: true,
             base: [created; DATABASES],
             wal: Vec::new(),
@@ -193,6 +212,7 @@ impl Model for ProtocolModel {
             floor_writes: [None; DATABASES],
             sessions: [NEW_SESSION; SESSIONS],
             issued: [i64::MIN; SESSIONS],
+            stored: NO_TICKS,
             held: [NO_TICKS; DATABASES],
             base_restored: [NO_TICKS; DATABASES],
             dump: None,
@@ -205,7 +225,7 @@ impl Model for ProtocolModel {
             present: [true; DATABASES],
             unfloored: [false; DATABASES],
         };
-        state.start_server(0, i64::MIN);
+        state.start_server(0, i64::MIN, true);
         // Also a cluster whose second database's extension predates the floor relations.
         let mut older = state.clone();
         older.present[1] = false;
@@ -250,6 +270,11 @@ impl Model for ProtocolModel {
             // Not covered (design §8): a failover less than the lag after the clock jumped.
             if !state.jumped_lately() {
                 actions.push(Action::Failover);
+            }
+            if self.recoveries {
+                for target in 0..=state.flushed {
+                    actions.push(Action::Recover { target });
+                }
             }
             let carried = !state.lowered.contains(&true) && !state.unfloored.contains(&true);
             if state.cluster == 1 && carried {
@@ -312,10 +337,10 @@ impl Model for ProtocolModel {
             Action::WalWriter => state.flushed = state.wal.len(),
             Action::Crash => {
                 // What was not flushed is lost; the clock comes back set back.
-                state.wal.truncate(state.flushed);
+                state.keep_wal(state.flushed);
                 state.faults += 1;
                 let file = state.file;
-                state.start_server((state.wall - CLOCK_BACK).max(0), file);
+                state.start_server((state.wall - CLOCK_BACK).max(0), file, true);
             }
             Action::CleanRestart => {
                 state.faults += 1;
@@ -327,7 +352,9 @@ impl Model for ProtocolModel {
                     protocol::floor_at_shutdown(used.unwrap_or(i64::MIN), state.durable_floor);
                 let file = kept.unwrap_or(state.file);
                 let wall = state.wall;
-                state.start_server(wall, file);
+                state.start_server(wall, file, true);
+                // A base backup taken after it copies that file.
+                state.backup_file = state.file;
             }
             Action::Failover => {
                 // The standby has the flushed WAL written at least the lag before now, and its
@@ -336,23 +363,39 @@ impl Model for ProtocolModel {
                 let wall = state.wall + 1;
                 let received = state.wal[..state.flushed]
                     .iter()
-                    .take_while(|(_, written)| *written <= state.clock - FAILOVER_LAG)
+                    .take_while(|logged| logged.at <= state.clock - FAILOVER_LAG)
                     .count();
-                state.wal.truncate(received);
-                state.flushed = received;
+                state.keep_wal(received);
+                state.timeline += 1;
                 state.faults += 1;
                 // Which of the old primary's rows arrived is left open: its IDs count in
                 // `issued` (no tick twice), and none here for a later `pg_upgrade` or dump.
                 state.held = [NO_TICKS; DATABASES];
-                state.start_server(wall, i64::MIN);
+                state.start_server(wall, i64::MIN, true);
                 // (Its file came with its base backup: it did not start without one.)
                 state.started_without_file = false;
-                // (`snowflake_id.max_lead` = 0 here, and ticks are the coarsest.)
-                let margin = protocol::failover_margin(&policy(), FAILOVER_LAG, 0, 1);
-                let floor =
-                    protocol::floor_after_promotion(state.durable_floor, margin, state.clock, 1);
-                state.raise_durable_floor(floor);
-                state.jumped_at = state.clock;
+                promote(&mut state);
+            }
+            Action::Recover { target } => {
+                // The archive up to the target: the IDs stored before it are promised, those
+                // after it left with their rows (the old timeline's).
+                state.keep_wal(target);
+                let stored = state.stored;
+                state.issued = stored;
+                state.timeline += 1;
+                for held in &mut state.held {
+                    *held = std::array::from_fn(|worker| held[worker].min(stored[worker]));
+                }
+                state.faults += 1;
+                let file = state.backup_file;
+                let redo = self.bug != Bug::NoRedoInArchiveRecovery;
+                state.start_server((state.wall - CLOCK_BACK).max(0), file, redo);
+                promote(&mut state);
+                // A target between a restore of an older dump (or an update) and the tick that
+                // raised the floor again leaves the floor below the IDs held, as then.
+                for db in 0..DATABASES {
+                    state.lowered[db] |= !state.floor_covers_its_ids(db);
+                }
             }
             Action::Dump { db } => {
                 let relations = state.relations(db);
@@ -384,9 +427,10 @@ impl Model for ProtocolModel {
                 // identifier, new WAL, no reservation file) on a host whose clock is behind.
                 state.checkpoint();
                 state.cluster = 2;
+                state.timeline = 1;
                 // The new cluster holds the IDs of the data files; IDs the old one issued that
                 // no database holds (their rows lost in a failover) are not promised to it.
-                state.issued = std::array::from_fn(|worker| {
+                state.stored = std::array::from_fn(|worker| {
                     state
                         .held
                         .iter()
@@ -394,8 +438,10 @@ impl Model for ProtocolModel {
                         .max()
                         .unwrap_or(i64::MIN)
                 });
+                state.issued = state.stored;
                 state.faults += 1;
-                state.start_server((state.wall - CLOCK_BACK).max(0), i64::MIN);
+                state.start_server((state.wall - CLOCK_BACK).max(0), i64::MIN, true);
+                state.backup_file = state.file;
             }
         }
         Some(state)
@@ -421,18 +467,37 @@ impl Model for ProtocolModel {
     }
 }
 
-/// Runs the checker over every reachable state; returns the broken properties with their
-/// counterexamples.
-fn check(bug: Bug, checks: Option<&'static str>) -> Vec<(&'static str, String)> {
+/// Before the first ID after leaving recovery (a promotion, a point-in-time recovery): the
+/// durable floor the failover margin above the last reservation replayed.
+fn promote(state: &mut State) {
+    // (`snowflake_id.max_lead` = 0 here, and ticks are the coarsest.)
+    let margin = protocol::failover_margin(&policy(), FAILOVER_LAG, 0, 1);
+    let floor = protocol::floor_after_promotion(state.durable_floor, margin, state.clock, 1);
+    state.raise_durable_floor(floor);
+    state.jumped_at = state.clock;
+}
+
+/// Runs the checker over every state reachable in `depth` events (point-in-time recoveries among
+/// them if `recoveries`); returns the broken properties with their counterexamples.
+fn check(
+    bug: Bug,
+    checks: Option<&'static str>,
+    recoveries: bool,
+    depth: usize,
+) -> Vec<(&'static str, String)> {
     let started = Instant::now();
-    let checker = ProtocolModel { bug, checks }
-        .checker()
-        .threads(2)
-        .target_max_depth(MAX_DEPTH)
-        .spawn_dfs()
-        .join();
+    let checker = ProtocolModel {
+        bug,
+        recoveries,
+        checks,
+    }
+    .checker()
+    .threads(2)
+    .target_max_depth(depth)
+    .spawn_dfs()
+    .join();
     println!(
-        "{bug:?}: {} states ({} unique), depth {}, in {:.1} s",
+        "{bug:?}, recoveries {recoveries}: {} states ({} unique), depth {}, in {:.1} s",
         checker.state_count(),
         checker.unique_state_count(),
         checker.max_depth(),
@@ -452,9 +517,10 @@ fn check(bug: Bug, checks: Option<&'static str>) -> Vec<(&'static str, String)> 
         .collect()
 }
 
-/// Checks `bug` is caught by `property`, printing the counterexample.
-fn assert_caught(bug: Bug, property: &'static str) {
-    let found = check(bug, Some(property));
+/// Checks `bug` is caught by `property` (with point-in-time recoveries among the events if
+/// `recoveries`), printing the counterexample.
+fn assert_caught(bug: Bug, property: &'static str, recoveries: bool) {
+    let found = check(bug, Some(property), recoveries, MAX_DEPTH);
     let (name, path) = found
         .iter()
         .find(|(name, _)| *name == property)
@@ -462,9 +528,8 @@ fn assert_caught(bug: Bug, property: &'static str) {
     println!("{bug:?} breaks \"{name}\":\n  {path}");
 }
 
-#[test]
-fn the_protocol_keeps_its_promise_in_every_reachable_state() {
-    let found = check(Bug::None, None);
+/// Fails with every property broken and its counterexample.
+fn assert_kept(found: Vec<(&'static str, String)>) {
     for (name, path) in &found {
         println!("\"{name}\" broken:\n  {path}");
     }
@@ -472,21 +537,41 @@ fn the_protocol_keeps_its_promise_in_every_reachable_state() {
 }
 
 #[test]
+fn the_protocol_keeps_its_promise_in_every_reachable_state() {
+    assert_kept(check(Bug::None, None, false, MAX_DEPTH));
+}
+
+#[test]
+fn the_protocol_keeps_its_promise_through_point_in_time_recovery_to_any_point() {
+    assert_kept(check(Bug::None, None, true, MAX_DEPTH_WITH_RECOVERIES));
+}
+
+#[test]
 fn a_store_that_drops_the_floors_flush_is_caught() {
-    assert_caught(Bug::DropFloorFlush, ISSUED_TWICE);
+    assert_caught(Bug::DropFloorFlush, ISSUED_TWICE, false);
 }
 
 #[test]
 fn a_raise_that_writes_over_a_restore_instead_of_reading_again_is_caught() {
-    assert_caught(Bug::SkipReread, BELOW_RESTORED);
+    assert_caught(Bug::SkipReread, BELOW_RESTORED, false);
 }
 
 #[test]
 fn a_floor_trusted_beyond_the_bound_is_caught() {
-    assert_caught(Bug::TrustBeyondBound, BEYOND_BOUND);
+    assert_caught(Bug::TrustBeyondBound, BEYOND_BOUND, false);
+}
+
+#[test]
+fn a_recovery_that_does_not_replay_reservations_is_caught() {
+    assert_caught(Bug::NoRedoInArchiveRecovery, ISSUED_TWICE, true);
+}
+
+#[test]
+fn a_writer_relation_without_the_timeline_is_caught() {
+    assert_caught(Bug::WriterWithoutTimeline, BELOW_RESTORED, true);
 }
 
 #[test]
 fn a_session_that_never_looks_for_relations_an_update_created_is_caught() {
-    assert_caught(Bug::NoLookAfterUpdate, ISSUED_TWICE);
+    assert_caught(Bug::NoLookAfterUpdate, ISSUED_TWICE, false);
 }

@@ -16,6 +16,9 @@ pub const FAILOVER_LAG: i64 = 2;
 pub const HORIZON: i64 = 3;
 /// Events per history: every history of up to this many events is explored.
 pub const MAX_DEPTH: usize = 11;
+/// Events per history when point-in-time recoveries are among them (each offers a target at
+/// every record of the WAL, which multiplies the histories).
+pub const MAX_DEPTH_WITH_RECOVERIES: usize = 9;
 /// Crashes, failovers and upgrades per history.
 pub const MAX_FAULTS: u8 = 2;
 /// How far a crash or an upgrade sets the clock back.
@@ -33,8 +36,13 @@ pub fn highest(a: Ticks, b: Ticks) -> Ticks {
     std::array::from_fn(|worker| a[worker].max(b[worker]))
 }
 
-/// The system identifier of another cluster (a foreign dump's writer relation).
-pub const OTHER_CLUSTER: u8 = 9;
+/// The identity of another cluster (a foreign dump's writer relation).
+pub const OTHER_CLUSTER: u8 = identity(9, 1);
+
+/// What the writer relation holds for a cluster's system identifier and timeline.
+pub const fn identity(cluster: u8, timeline: u8) -> u8 {
+    cluster * 16 + timeline
+}
 
 pub fn policy() -> RenewalPolicy {
     RenewalPolicy::new(WINDOW)
@@ -57,10 +65,21 @@ pub enum Record {
     Reserve(i64),
     /// A `setval` of a database's floor relation.
     Floor { db: usize, value: i64 },
-    /// A `setval` of a database's writer relation (a cluster's system identifier).
+    /// A `setval` of a database's writer relation (a cluster's identity: [`identity`]).
     Writer { db: usize, cluster: u8 },
     /// Restored rows, their IDs' highest tick.
     Rows { db: usize, high: Ticks },
+}
+
+/// A record in the WAL.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub struct Logged {
+    pub record: Record,
+    /// The cluster clock when it was written (a standby's lag is in the old primary's time).
+    pub at: i64,
+    /// The highest tick of each worker id's IDs stored when it was written ([`State::stored`]):
+    /// the IDs a recovery that stops just before it must stay above.
+    pub stored_before: Ticks,
 }
 
 /// A database's floor and writer relations as the data files hold them below the WAL.
@@ -101,22 +120,29 @@ pub struct State {
     pub wall: i64,
     /// The running cluster's system identifier (a `pg_upgrade` makes a new cluster).
     pub cluster: u8,
+    /// Its timeline: a promotion or a point-in-time recovery starts a new one.
+    pub timeline: u8,
     pub clock: i64,
     pub published: i64,
     pub durable_floor: i64,
     pub file: i64,
+    /// What the reservation file of a base backup taken at the latest checkpoint holds (the
+    /// backup a point-in-time recovery starts from, its archive being the WAL since).
+    pub backup_file: i64,
     pub started_without_file: bool,
     /// The relations as the data files hold them, before the WAL below.
     pub base: [Relations; DATABASES],
-    /// Each record with the cluster clock when it was written (a standby's lag is in the old
-    /// primary's time).
-    pub wal: Vec<(Record, i64)>,
+    pub wal: Vec<Logged>,
     pub flushed: usize,
     /// This server's newest write of each database's floor relation, with the value before it.
     pub floor_writes: [Option<(LoggedValue, LoggedValue)>; DATABASES],
     pub sessions: [Session; SESSIONS],
     /// The highest tick each worker id issued, over every server's lifetime.
     pub issued: [i64; SESSIONS],
+    /// The highest tick of each worker id's IDs this timeline's WAL holds (their rows taken as
+    /// logged as they are issued): those a point-in-time recovery to now must stay above. A
+    /// crash or a failover loses those issued after the first record it loses.
+    pub stored: Ticks,
     /// The highest tick of the IDs this cluster issued that each database holds (restored ones:
     /// `restored`).
     pub held: [Ticks; DATABASES],
@@ -145,10 +171,25 @@ pub struct State {
 }
 
 impl State {
+    /// What this cluster writes into the writer relation.
+    pub fn identity(&self) -> u8 {
+        identity(self.cluster, self.timeline)
+    }
+
+    /// The WAL cut to its first `kept` records (a crash, a lagging standby, a recovery
+    /// target): the IDs stored after the first record lost are lost with their rows.
+    pub fn keep_wal(&mut self, kept: usize) {
+        if let Some(lost) = self.wal.get(kept) {
+            self.stored = lost.stored_before;
+        }
+        self.wal.truncate(kept);
+        self.flushed = self.flushed.min(kept);
+    }
+
     pub fn relations(&self, db: usize) -> Relations {
         let mut relations = self.base[db];
-        for (lsn, (record, _)) in self.wal.iter().enumerate() {
-            match *record {
+        for (lsn, logged) in self.wal.iter().enumerate() {
+            match logged.record {
                 Record::Floor { db: of, value } if of == db => {
                     relations.floor = LoggedValue {
                         value,
@@ -164,7 +205,7 @@ impl State {
 
     /// The highest tick of the IDs restored into `db` that the server holds.
     pub fn restored(&self, db: usize) -> Ticks {
-        let in_wal = self.wal.iter().filter_map(|(record, _)| match *record {
+        let in_wal = self.wal.iter().filter_map(|logged| match logged.record {
             Record::Rows { db: of, high } if of == db => Some(high),
             _ => None,
         });
@@ -177,7 +218,7 @@ impl State {
     /// it (design §8).
     pub fn may_restore(&self, db: usize, floor: i64, writer: u8) -> bool {
         let current = self.relations(db).floor.value;
-        current <= self.durable_floor || (floor >= current && writer != self.cluster)
+        current <= self.durable_floor || (floor >= current && writer != self.identity())
     }
 
     /// Whether the cluster clock jumped forward less than the failover lag ago, in its own time
@@ -194,8 +235,7 @@ impl State {
         // A restore that sets the floor below the IDs the database holds (an older dump) leaves
         // it there until the next tick issued in it raises it again: a dump or `pg_upgrade` in
         // between carries the lower floor (design §8), which the model leaves out.
-        let holds = highest(self.held[db], self.restored(db));
-        let held = holds.iter().copied().max().unwrap_or(i64::MIN);
+        let held = self.highest_held(db);
         self.lowered[db] |= held != i64::MIN && floor <= held;
         self.insert(Record::Floor { db, value: floor });
         self.insert(Record::Writer {
@@ -207,7 +247,11 @@ impl State {
     }
 
     pub fn insert(&mut self, record: Record) -> u64 {
-        self.wal.push((record, self.clock));
+        self.wal.push(Logged {
+            record,
+            at: self.clock,
+            stored_before: self.stored,
+        });
         self.lsn_offset + self.wal.len() as u64
     }
 
@@ -221,6 +265,20 @@ impl State {
         self.lsn_offset += self.wal.len() as u64;
         self.wal.clear();
         self.flushed = 0;
+        self.backup_file = self.file;
+    }
+
+    /// Whether `db`'s floor relation is above every ID the database holds (a dump or
+    /// `pg_upgrade` of it carries a floor that covers them).
+    pub fn floor_covers_its_ids(&self, db: usize) -> bool {
+        let held = self.highest_held(db);
+        held == i64::MIN || self.relations(db).floor.value > held
+    }
+
+    /// The highest tick of the IDs `db` holds, of this cluster and restored (i64::MIN if none).
+    fn highest_held(&self, db: usize) -> i64 {
+        let holds = highest(self.held[db], self.restored(db));
+        holds.iter().copied().max().unwrap_or(i64::MIN)
     }
 
     /// Marks the WAL flushed up to `lsn`.
@@ -241,8 +299,9 @@ impl State {
     }
 
     /// A new server lifetime on the data this state holds (the WAL already cut to what the new
-    /// server has): the file, then the reservation records replayed, then the clock.
-    pub fn start_server(&mut self, wall: i64, file: i64) {
+    /// server has): the file, then the reservation records replayed (unless `redo` is false, a
+    /// seeded bug), then the clock.
+    pub fn start_server(&mut self, wall: i64, file: i64, redo: bool) {
         let start = protocol::start(Ok((file != i64::MIN).then_some(file)));
         self.wall = wall;
         self.file = file;
@@ -256,12 +315,12 @@ impl State {
         let replayed: Vec<i64> = self
             .wal
             .iter()
-            .filter_map(|(record, _)| match record {
-                Record::Reserve(until) => Some(*until),
+            .filter_map(|logged| match logged.record {
+                Record::Reserve(until) => Some(until),
                 _ => None,
             })
             .collect();
-        for until in replayed {
+        for until in replayed.into_iter().filter(|_| redo) {
             self.raise_durable_floor(until);
         }
         // The clock starts at the reservation, ahead of the wall clock: a jump.

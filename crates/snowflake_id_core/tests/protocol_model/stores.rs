@@ -19,6 +19,12 @@ pub enum Bug {
     /// A session that started before the update created its database's floor relations never
     /// looks for them again (the glue looks before each tick while it has none).
     NoLookAfterUpdate,
+    /// The reservation record's redo does nothing in archive recovery (a point-in-time
+    /// recovery starts from its backup's reservation file alone).
+    NoRedoInArchiveRecovery,
+    /// The writer relation names the cluster's system identifier alone, not its timeline: a
+    /// floor written on a timeline a point-in-time recovery left is taken for this server's.
+    WriterWithoutTimeline,
 }
 
 /// The cluster's reservation, in memory.
@@ -85,6 +91,16 @@ pub struct InMemoryRelation<'a> {
     pub before_raise: Option<ForeignRestore>,
 }
 
+impl InMemoryRelation<'_> {
+    /// What this server writes into the writer relation, and takes for its own there.
+    fn identity(&self) -> u8 {
+        match self.bug {
+            Bug::WriterWithoutTimeline => identity(self.state.cluster, 1),
+            _ => self.state.identity(),
+        }
+    }
+}
+
 impl FloorRelation for InMemoryRelation<'_> {
     type Error = ();
 
@@ -98,7 +114,7 @@ impl FloorRelation for InMemoryRelation<'_> {
             set_by_this_server: self.state.floor_writes[self.db]
                 .filter(|(newest, _)| *newest == relations.floor)
                 .map(|(_, before)| before),
-            writer_is_this_cluster: relations.writer == self.state.cluster,
+            writer_is_this_cluster: relations.writer == self.identity(),
             started_without_reservation: self.state.started_without_file,
         };
         (relations.floor, from)
@@ -132,8 +148,8 @@ impl FloorRelation for InMemoryRelation<'_> {
         if changed || relations.floor.value >= value {
             return None;
         }
-        if relations.writer != self.state.cluster {
-            let cluster = self.state.cluster;
+        if relations.writer != self.identity() {
+            let cluster = self.identity();
             self.state.insert(Record::Writer {
                 db: self.db,
                 cluster,
