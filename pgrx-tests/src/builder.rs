@@ -52,6 +52,10 @@ pub(crate) enum Origin {
         backup: PathBuf,
         archive: PathBuf,
     },
+    /// A copy of the base backup `backup` started as it is, without `recovery.signal`: crash
+    /// recovery to the backup's end, on the same timeline, as a restored file-system snapshot of
+    /// a data directory starts.
+    Snapshot { bin: PathBuf, backup: PathBuf },
     /// `pgbackrest … restore` into the new data directory (`restore` holds its arguments but
     /// `--pg1-path`); pgBackRest writes the recovery settings.
     PgBackRestRestore { bin: PathBuf, restore: Vec<String> },
@@ -164,6 +168,7 @@ impl ClusterBuilder {
             Origin::Initdb => self.installation.clone().unwrap_or_else(postgres_bin_dir),
             Origin::Standby { bin, .. }
             | Origin::Restore { bin, .. }
+            | Origin::Snapshot { bin, .. }
             | Origin::PgBackRestRestore { bin, .. } => bin.clone(),
         };
         let cluster = Cluster {
@@ -226,6 +231,10 @@ impl ClusterBuilder {
                     "archive_mode = off".to_owned(),
                     "hot_standby = on".to_owned(),
                 ]);
+            }
+            Origin::Snapshot { backup, .. } => {
+                copy_dir(backup, &cluster.data);
+                config.push("archive_mode = off".to_owned());
             }
             Origin::PgBackRestRestore { restore, .. } => {
                 cluster.server_command(PGBACKREST, |command| {

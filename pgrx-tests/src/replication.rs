@@ -144,6 +144,16 @@ impl Cluster {
         })
     }
 
+    /// A builder for a copy of `backup` (from [`Cluster::base_backup`] of this cluster) started
+    /// as it is: it recovers to the backup's end and stays on this cluster's timeline, as a
+    /// restored file-system snapshot does.
+    pub fn snapshot_copy(&self, backup: &Path) -> ClusterBuilder {
+        ClusterBuilder::from_origin(Origin::Snapshot {
+            bin: self.bin.clone(),
+            backup: backup.to_owned(),
+        })
+    }
+
     /// Rewinds this stopped (cleanly shut down) former primary to the timeline of `source`, a
     /// running server that was promoted from its standby (`pg_rewind --source-server
     /// --write-recovery-conf`), so it can start as `source`'s standby. pg_rewind copies

@@ -10,11 +10,15 @@
 //! - Two restores into one live database with no ID issued in between, the second (this
 //!   cluster's own older dump) over a floor no session has read yet: the first floor is lost.
 //!   Issuing an ID after each restore keeps it.
+//! - A copy that goes back in its cluster's history on the same timeline (a base backup started
+//!   as it is, a restored file-system snapshot) takes a dump of the original taken after the
+//!   backup for its own. `snowflake_accept_floor()` after such a restore, as the reference says,
+//!   takes its floor.
 
 use std::time::Duration;
 
 use snowflake_id_cluster_tests::fixtures::{assert_server_clock_offset, count};
-use snowflake_id_cluster_tests::Cluster;
+use snowflake_id_cluster_tests::{Client, Cluster};
 
 /// 20,000 rows into `app.ids` of `cluster`'s database `postgres`, now.
 fn insert_rows(cluster: &Cluster) {
@@ -34,7 +38,7 @@ fn new_ids_at_or_below_stored(dump: &std::path::Path) -> (bool, i64) {
     let said = String::from_utf8_lossy(&restored.stderr);
     assert!(restored.status.success(), "{said}");
     let warned = said.contains("app.ids.id holds IDs of snowflake sequence");
-    (warned, new_ids_at_or_below_stored_in(&new))
+    (warned, new_ids_at_or_below_stored_in(&mut new.connect()))
 }
 
 #[test]
@@ -110,10 +114,11 @@ fn restore_data(cluster: &Cluster, dump: &std::path::Path, only_extension: bool)
     );
 }
 
-/// How many of 1,000 new IDs of `'default'` in `cluster` are at or below the largest stored.
-fn new_ids_at_or_below_stored_in(cluster: &Cluster) -> i64 {
+/// How many of 1,000 new IDs of `'default'` that `client` takes are at or below the largest
+/// stored in `app.ids`.
+fn new_ids_at_or_below_stored_in(client: &mut Client) -> i64 {
     count(
-        &mut cluster.connect(),
+        client,
         "SELECT count(*) FROM (SELECT snowflake_nextval() AS id FROM generate_series(1, 1000)) n
           WHERE n.id <= (SELECT max(id) FROM app.ids)",
     )
@@ -146,13 +151,71 @@ fn a_second_restore_over_an_unread_floor_loses_it_until_an_id_is_issued_between(
                 .unwrap();
         }
         restore_data(&live, &own, true);
-        let below = new_ids_at_or_below_stored_in(&live);
+        let below = new_ids_at_or_below_stored_in(&mut live.connect());
         println!(
             "[known gap] an ID issued between the restores: {issue_between}; {below} of 1,000 new \
              IDs at or below stored ones"
         );
         if issue_between {
             assert_eq!(below, 0, "the reference's step did not keep the floor");
+        } else {
+            assert!(below > 0, "the gap the reference names did not show");
+        }
+    }
+}
+
+/// A copy that goes back in its cluster's history on the same timeline (a base backup started as
+/// it is, without `recovery.signal`, as a restored file-system snapshot starts) takes a dump of
+/// the original taken after the backup for its own (its writer relation names this cluster and
+/// timeline): restored into a new database of the copy, whose clock is a minute behind, its
+/// floor counts for nothing and new IDs repeat the dump's. `snowflake_accept_floor()` in that
+/// database after the restore, the reference's step, takes the floor. (A point-in-time recovery
+/// starts a new timeline, where the same dump's floor counts: `pitr.rs`.)
+#[test]
+fn a_copy_back_in_its_history_on_the_same_timeline_takes_a_later_dump_for_its_own() {
+    let original = Cluster::builder().start();
+    original
+        .connect()
+        .batch_execute(
+            "CREATE EXTENSION snowflake_id;
+             CREATE SCHEMA app;
+             CREATE TABLE app.ids (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), n int);",
+        )
+        .unwrap();
+    insert_rows(&original);
+    let backup = original.base_backup();
+    // Past what the backup's reservations cover.
+    std::thread::sleep(Duration::from_secs(3));
+    insert_rows(&original);
+    let later = original.dump_as("postgres", "postgres");
+
+    let copy = original.snapshot_copy(&backup).faketime_at("-1m").start();
+    assert_server_clock_offset(&mut copy.connect(), -60_000_000);
+    for accept in [false, true] {
+        let database = if accept { "accepted" } else { "restored" };
+        copy.connect()
+            .batch_execute(&format!("CREATE DATABASE {database}"))
+            .unwrap();
+        let restored = copy.pg_restore(&later, database, &["--exit-on-error"]);
+        assert!(
+            restored.status.success(),
+            "{}",
+            String::from_utf8_lossy(&restored.stderr)
+        );
+        let mut client = copy.connect_to(database);
+        if accept {
+            client
+                .batch_execute("SELECT snowflake_accept_floor()")
+                .unwrap();
+        }
+        let below = new_ids_at_or_below_stored_in(&mut client);
+        println!(
+            "[known gap] a later dump restored into a copy back on the same timeline, \
+             snowflake_accept_floor() after it: {accept}; {below} of 1,000 new IDs at or below \
+             stored ones"
+        );
+        if accept {
+            assert_eq!(below, 0, "the reference's step did not take the floor");
         } else {
             assert!(below > 0, "the gap the reference names did not show");
         }
