@@ -26,9 +26,32 @@ use snowflake_id_cluster_tests::fixtures::{
     assert_no_id_reissued, assert_server_clock_offset, insert_load, load_after, min_new_id, Issued,
     DEFAULT_IDS_TABLE, MINUTE_US,
 };
-use snowflake_id_cluster_tests::Cluster;
+use snowflake_id_cluster_tests::{Client, Cluster};
+use std::path::Path;
 
 const RESTORE_POINT: &str = "before_the_last_rows";
+
+/// Archives the WAL `cluster` wrote, stops it, and restores `backup` with its archive up to
+/// [`RESTORE_POINT`] on a host whose clock is `offset` from real time (libfaketime): the
+/// recovered server, promoted (`cluster`, whose directory holds the archive, must outlive it).
+fn recover_to_the_restore_point(
+    cluster: &mut Cluster,
+    mut admin: Client,
+    backup: &Path,
+    offset: &str,
+) -> Cluster {
+    cluster.archive_current_wal(&mut admin);
+    drop(admin);
+    cluster.stop("fast");
+    let restored = cluster
+        .restore(backup)
+        .faketime_at(offset)
+        .setting(&format!("recovery_target_name = '{RESTORE_POINT}'"))
+        .setting("recovery_target_action = 'promote'")
+        .start();
+    restored.wait_until_primary(Duration::from_secs(60));
+    restored
+}
 
 #[test]
 fn point_in_time_restore_with_the_clock_ten_minutes_back_continues_above_the_restored_ids() {
@@ -52,17 +75,7 @@ fn point_in_time_restore_with_the_clock_ten_minutes_back_continues_above_the_res
         .unwrap();
     let mut discarded = Issued::new("after the restore point, insert load (discarded)");
     insert_load(&cluster, &mut discarded, 40..42, 2_000);
-    cluster.archive_current_wal(&mut admin);
-    drop(admin);
-    cluster.stop("fast");
-
-    let restored = cluster
-        .restore(&backup)
-        .faketime_at("-10m")
-        .setting(&format!("recovery_target_name = '{RESTORE_POINT}'"))
-        .setting("recovery_target_action = 'promote'")
-        .start();
-    restored.wait_until_primary(Duration::from_secs(60));
+    let restored = recover_to_the_restore_point(&mut cluster, admin, &backup, "-10m");
     let mut client = restored.connect();
     let offset = assert_server_clock_offset(&mut client, -10 * MINUTE_US);
     println!("[{test}] restored server's wall clock {offset} µs off the real time");
@@ -127,17 +140,7 @@ fn a_dump_taken_after_the_recovery_target_restores_above_the_recovered_servers_n
         .unwrap()
         .get(0);
     let dump = cluster.dump_as("postgres", "postgres");
-    cluster.archive_current_wal(&mut admin);
-    drop(admin);
-    cluster.stop("fast");
-
-    let restored = cluster
-        .restore(&backup)
-        .faketime_at("-1m")
-        .setting(&format!("recovery_target_name = '{RESTORE_POINT}'"))
-        .setting("recovery_target_action = 'promote'")
-        .start();
-    restored.wait_until_primary(Duration::from_secs(60));
+    let restored = recover_to_the_restore_point(&mut cluster, admin, &backup, "-1m");
     restored
         .connect()
         .batch_execute("CREATE DATABASE copy")
