@@ -1393,6 +1393,11 @@ COMMENT ON SCHEMA snowflake_id_internal IS 'snowflake_id''s own state and intern
 ALTER TABLE @extschema@.snowflake_sequence_catalog SET SCHEMA snowflake_id_internal;
 ALTER SEQUENCE @extschema@.snowflake_floor SET SCHEMA snowflake_id_internal;
 ALTER SEQUENCE @extschema@.snowflake_floor_writer SET SCHEMA snowflake_id_internal;
+-- Since 0.10.0 the writer names the cluster and its WAL timeline (the system identifier itself on
+-- timeline 1), so that a floor written on a timeline a promotion or a point-in-time recovery
+-- left raises this server's floor.
+COMMENT ON SEQUENCE snowflake_id_internal.snowflake_floor_writer IS
+    'snowflake_id: the cluster (system identifier) and WAL timeline that last wrote snowflake_floor';
 
 -- Privileges set anew: whatever default privileges or bulk grants gave any role when the
 -- objects were created (ALTER DEFAULT PRIVILEGES, GRANT … ON ALL TABLES IN SCHEMA) is revoked.

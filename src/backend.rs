@@ -358,8 +358,9 @@ fn new_issuer(
         (id, _) if layout.fits(Field::Node, id as u64) => id as u64,
         (id, _) => errors::node_id_does_not_fit(&lossy(name), layout, id).raise(),
     };
-    // A floor this database brought from a cluster this one does not share WAL with
-    // (pg_upgrade, a restored dump, a lost reservation file) raises the cluster clock first.
+    // A floor this database brought from a cluster or timeline this server does not continue
+    // (pg_upgrade, a restored dump, a promotion, a lost reservation file) raises the cluster
+    // clock first.
     floor.learn(shared);
     // Ticks before the worker id's floor for this unit are owned by other sessions (or were by
     // earlier ones): start after it rather than find each of them taken.

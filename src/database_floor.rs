@@ -85,7 +85,8 @@ pub struct DatabaseFloor {
     /// The relations, or None where the extension predates them (0.4.0 and earlier, not yet
     /// updated): looked up again before each tick until the update creates them.
     relations: Option<Relations>,
-    /// Whether the writer relation names this cluster, as this backend last read or wrote it.
+    /// Whether the writer relation names this cluster and timeline, as this backend last read or
+    /// wrote it.
     ours: bool,
     /// What this backend knows of the relation.
     view: FloorView,
@@ -141,7 +142,8 @@ impl DatabaseFloor {
     }
 
     /// Before a generator's first ID: reads the relation, raising the durable floor (and the
-    /// cluster clock) when another cluster wrote it (`pg_upgrade`, a restored dump), or when
+    /// cluster clock) when another cluster, or this one on another timeline, wrote it
+    /// (`pg_upgrade`, a restored dump, a promotion), or when
     /// this server started without its reservation file (`protocol::learn`).
     pub fn learn(&mut self, shared: &SharedState) {
         if let Some((view, mut relation)) = self.in_database(shared) {
@@ -207,7 +209,8 @@ impl DatabaseFloor {
 /// One database's floor relations as the protocol (`snowflake_id_core::protocol`) sees them.
 struct InDatabase<'a> {
     relations: &'a mut Relations,
-    /// Whether the writer relation names this cluster, as this backend last read or wrote it.
+    /// Whether the writer relation names this cluster and timeline, as this backend last read or
+    /// wrote it.
     ours: &'a mut bool,
     shared: &'a SharedState,
 }
@@ -490,6 +493,8 @@ fn this_database() -> u32 {
 /// (`snowflake_id_core::floor::writer_identity`). Called only outside recovery: no ID is issued
 /// and no floor written in it.
 fn this_cluster() -> i64 {
+    // SAFETY: a plain read of a backend-local flag.
+    debug_assert!(!unsafe { pg_sys::RecoveryInProgress() });
     // SAFETY: the system identifier is fixed at startup; the insertion timeline is fixed once
     // recovery has ended, which it has here, so both are plain reads of settled values.
     let (system, timeline) = unsafe {

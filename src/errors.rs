@@ -511,7 +511,7 @@ pub fn floor_beyond_trust(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!(
             "the snowflake floor in {relation} is {}, more than {} s ahead of this server's wall \
-             clock ({}), and snowflake_id did not write it: this session issues no ID of this \
+             clock ({}), and this server did not write it: this session issues no ID of this \
              database until a superuser accepts it or sets it back",
             format_unix_us(floor_unix_us),
             limit_us / 1_000_000,

@@ -176,9 +176,9 @@ impl FloorView {
 
 /// Where a value read from the relation came from. A value set by this server (the newest
 /// write it remembers in shared memory) teaches nothing: its IDs are covered already. On a
-/// backend's first read, a value another cluster set (the writer relation names another one:
-/// `pg_upgrade`, a restored dump) covers IDs this server never saw, so no ID may be issued below
-/// it; one this cluster set lies below what its reservation file and WAL records hold (a clean
+/// backend's first read, a value another cluster set, or this one on another timeline (the writer
+/// relation names another: `pg_upgrade`, a restored dump, a promotion), may cover IDs this server
+/// never saw, so no ID may be issued below it; one this cluster set on this timeline lies below what its reservation file and WAL records hold (a clean
 /// restart continues where IDs were, not at the last value written), unless the server started
 /// without the file, and then only the part above what it reserved itself counts. Any later
 /// change that this server did not make (a restore into the live database, a superuser's
@@ -188,7 +188,8 @@ impl FloorView {
 pub struct Provenance {
     /// The value is this server's newest write of the relation, with the value before it.
     pub set_by_this_server: Option<LoggedValue>,
-    /// The writer relation names this cluster (it set the value, or its primary did).
+    /// The writer relation names this cluster and its timeline (this server set the value, or the
+    /// one whose data files it continues after a restart).
     pub writer_is_this_cluster: bool,
     /// This server started without its reservation file (lost, or a copy without it).
     pub started_without_reservation: bool,

@@ -211,9 +211,9 @@ pub fn cover<F: FloorRelation>(
     Ok(Cover::Covered)
 }
 
-/// Before a generator's first ID: reads the relation, so that a floor another cluster wrote
-/// (`pg_upgrade`, a restored dump) or one this server lost with its reservation file raises the
-/// durable floor and the clock before the first tick is chosen.
+/// Before a generator's first ID: reads the relation, so that a floor another cluster (or this one
+/// on another timeline) wrote (`pg_upgrade`, a restored dump) or one this server lost with its
+/// reservation file raises the durable floor and the clock before the first tick is chosen.
 pub fn learn<F: FloorRelation>(view: &mut FloorView, relation: &mut F) -> Result<(), F::Error> {
     if let Some(page) = relation.page() {
         read(view, relation, page)?;
@@ -223,8 +223,11 @@ pub fn learn<F: FloorRelation>(view: &mut FloorView, relation: &mut F) -> Result
 
 /// `snowflake_raise_floor` (and the cut-over of a move): no ID from now on, by any session of
 /// this server or by a server that gets its WAL or this database, is at or below `until`. This
-/// server's sessions first (the durable floor, which every new tick checks), then the database's
-/// relation (a WAL record, flushed), then the cluster's WAL (standbys, restored backups).
+/// server's sessions first (the durable floor, which every new tick checks), then the cluster's
+/// WAL (a reservation record, flushed: standbys, restored backups), then the database's relation
+/// (a WAL record, flushed). In that order a standby that has the relation's record has the
+/// reservation's too, so the value, written on a timeline it leaves at its promotion, lies below
+/// what it replayed.
 /// [`Cover::Gone`] when the relation is not there (the caller reports it).
 pub fn raise_floor<R: Reservation, F: FloorRelation>(
     reservation: &mut R,
@@ -233,6 +236,7 @@ pub fn raise_floor<R: Reservation, F: FloorRelation>(
     until: i64,
 ) -> Result<Cover, F::Error> {
     reservation.raise_durable_floor(until);
+    reservation.log_durable_floor(until);
     loop {
         let Some(page) = relation.page() else {
             return Ok(Cover::Gone);
@@ -248,7 +252,6 @@ pub fn raise_floor<R: Reservation, F: FloorRelation>(
     }
     let newest = view.newest().value;
     make_durable(view, relation, newest);
-    reservation.log_durable_floor(until);
     Ok(Cover::Covered)
 }
 

@@ -520,7 +520,11 @@ fn check(
 /// Checks `bug` is caught by `property` (with point-in-time recoveries among the events if
 /// `recoveries`), printing the counterexample.
 fn assert_caught(bug: Bug, property: &'static str, recoveries: bool) {
-    let found = check(bug, Some(property), recoveries, MAX_DEPTH);
+    let depth = match recoveries {
+        true => MAX_DEPTH_WITH_RECOVERIES,
+        false => MAX_DEPTH,
+    };
+    let found = check(bug, Some(property), recoveries, depth);
     let (name, path) = found
         .iter()
         .find(|(name, _)| *name == property)

@@ -15,11 +15,11 @@ pub const FAILOVER_LAG: i64 = 2;
 /// The wall clock runs from 0 to this.
 pub const HORIZON: i64 = 3;
 /// Events per history: every history of up to this many events is explored.
-pub const MAX_DEPTH: usize = 11;
+pub const MAX_DEPTH: usize = 10;
 /// Events per history when point-in-time recoveries are among them (each offers a target at
 /// every record of the WAL, which multiplies the histories).
 pub const MAX_DEPTH_WITH_RECOVERIES: usize = 9;
-/// Crashes, failovers and upgrades per history.
+/// Crashes, clean restarts, failovers, recoveries and upgrades per history.
 pub const MAX_FAULTS: u8 = 2;
 /// How far a crash or an upgrade sets the clock back.
 pub const CLOCK_BACK: i64 = 3;
@@ -41,6 +41,7 @@ pub const OTHER_CLUSTER: u8 = identity(9, 1);
 
 /// What the writer relation holds for a cluster's system identifier and timeline.
 pub const fn identity(cluster: u8, timeline: u8) -> u8 {
+    // (Timelines stay below 16: at most MAX_FAULTS promotions and recoveries per history.)
     cluster * 16 + timeline
 }
 
