@@ -103,7 +103,13 @@ impl Cluster {
     /// [`Cluster::dump_and_restore`] into database `target` of another cluster `into`.
     pub fn dump_and_restore_into(&self, source: &str, into: &Cluster, target: &str) {
         let dump = self.dump_as(source, "postgres");
-        let restored = into.pg_restore(&dump, target, &["--exit-on-error"]);
+        into.restore_dump(&dump, target, &[]);
+    }
+
+    /// Restores `dump` into database `target` with pg_restore `--exit-on-error` and `options`;
+    /// panics with pg_restore's output when it fails.
+    pub fn restore_dump(&self, dump: &Path, target: &str, options: &[&str]) {
+        let restored = self.pg_restore(dump, target, &[&["--exit-on-error"], options].concat());
         assert!(
             restored.status.success(),
             "pg_restore: {}",

@@ -58,20 +58,7 @@ fn a_restore_that_lowers_the_floor_travels_in_a_dump_until_an_id_is_issued() {
     insert_rows(&old);
     // Its extension data restored into the live database: the floor goes back below the rows
     // stored since.
-    let restored = old.pg_restore(
-        &older,
-        "postgres",
-        &[
-            "--data-only",
-            "--schema=snowflake_id_internal",
-            "--exit-on-error",
-        ],
-    );
-    assert!(
-        restored.status.success(),
-        "{}",
-        String::from_utf8_lossy(&restored.stderr)
-    );
+    restore_data(&old, &older, true);
 
     // The gap: dumped before an ID is issued there, the lower floor travels.
     let lowered = old.dump_as("postgres", "postgres");
@@ -102,16 +89,11 @@ fn a_restore_that_lowers_the_floor_travels_in_a_dump_until_an_id_is_issued() {
 /// sequences) into `cluster`'s database `postgres`, or all of its data with `only_extension`
 /// false.
 fn restore_data(cluster: &Cluster, dump: &std::path::Path, only_extension: bool) {
-    let mut options = vec!["--data-only", "--exit-on-error"];
+    let mut options = vec!["--data-only"];
     if only_extension {
         options.push("--schema=snowflake_id_internal");
     }
-    let restored = cluster.pg_restore(dump, "postgres", &options);
-    assert!(
-        restored.status.success(),
-        "{}",
-        String::from_utf8_lossy(&restored.stderr)
-    );
+    cluster.restore_dump(dump, "postgres", &options);
 }
 
 /// How many of 1,000 new IDs of `'default'` that `client` takes are at or below the largest
@@ -196,12 +178,7 @@ fn a_copy_back_in_its_history_on_the_same_timeline_takes_a_later_dump_for_its_ow
         copy.connect()
             .batch_execute(&format!("CREATE DATABASE {database}"))
             .unwrap();
-        let restored = copy.pg_restore(&later, database, &["--exit-on-error"]);
-        assert!(
-            restored.status.success(),
-            "{}",
-            String::from_utf8_lossy(&restored.stderr)
-        );
+        copy.restore_dump(&later, database, &[]);
         let mut client = copy.connect_to(database);
         if accept {
             client

@@ -145,12 +145,7 @@ fn a_dump_taken_after_the_recovery_target_restores_above_the_recovered_servers_n
         .connect()
         .batch_execute("CREATE DATABASE copy")
         .unwrap();
-    let into_copy = restored.pg_restore(&dump, "copy", &["--exit-on-error"]);
-    assert!(
-        into_copy.status.success(),
-        "pg_restore: {}",
-        String::from_utf8_lossy(&into_copy.stderr)
-    );
+    restored.restore_dump(&dump, "copy", &[]);
     let first = min_new_id(
         &mut restored.connect_to("copy"),
         "INSERT INTO app_ids (n) SELECT g FROM generate_series(1, 1000) g",

@@ -178,7 +178,8 @@ impl FloorView {
 /// write it remembers in shared memory) teaches nothing: its IDs are covered already. On a
 /// backend's first read, a value another cluster set, or this one on another timeline (the writer
 /// relation names another: `pg_upgrade`, a restored dump, a promotion), may cover IDs this server
-/// never saw, so no ID may be issued below it; one this cluster set on this timeline lies below what its reservation file and WAL records hold (a clean
+/// never saw, so no ID may be issued below it; one this cluster set on this timeline lies below
+/// what its reservation file and WAL records hold (a clean
 /// restart continues where IDs were, not at the last value written), unless the server started
 /// without the file, and then only the part above what it reserved itself counts. Any later
 /// change that this server did not make (a restore into the live database, a superuser's
