@@ -1,5 +1,5 @@
-//! Small helpers for the tests' assertions: polling until a condition holds, and the parts of a
-//! database error.
+//! Small helpers for the tests' assertions: polling until a condition holds, a scenario retried
+//! when the machine was too slow for it, and the parts of a database error.
 
 use std::time::{Duration, Instant};
 
@@ -17,6 +17,31 @@ pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> boo
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Runs `scenario` up to `tries` times until it returns `Ok`, printing what each try reported;
+/// panics with every try's report when none passed. For a scenario whose condition depends on
+/// the machine's speed and cannot be arranged (a background process that must keep up under
+/// load, say): one slow try does not fail the suite, a property broken every time still does.
+pub fn within_tries<T>(
+    test: &str,
+    tries: u32,
+    mut scenario: impl FnMut() -> Result<T, String>,
+) -> T {
+    let mut reports = Vec::new();
+    for attempt in 1..=tries {
+        match scenario() {
+            Ok(value) => {
+                println!("[{test}] try {attempt} of {tries} passed");
+                return value;
+            }
+            Err(report) => {
+                println!("[{test}] try {attempt} of {tries}: {report}");
+                reports.push(format!("try {attempt}: {report}"));
+            }
+        }
+    }
+    panic!("{test}: no try of {tries} passed\n{}", reports.join("\n"));
 }
 
 /// SQLSTATE, message and hint of a database error, for assertions.

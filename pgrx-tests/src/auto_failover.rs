@@ -133,12 +133,15 @@ impl Formation {
         });
         formation.append_auto_conf(
             &monitor_data,
+            // Checked often (a killed node refuses connections at once), but a node whose
+            // keeper a busy machine starves for a few seconds is not failed over before the
+            // test kills it.
             "pgautofailover.health_check_period = 500
-             pgautofailover.health_check_timeout = 1000
+             pgautofailover.health_check_timeout = 3000
              pgautofailover.health_check_max_retries = 1
              pgautofailover.health_check_retry_delay = 200
-             pgautofailover.node_considered_unhealthy_timeout = 2000
-             pgautofailover.primary_demote_timeout = 2000
+             pgautofailover.node_considered_unhealthy_timeout = 10000
+             pgautofailover.primary_demote_timeout = 5000
              pgautofailover.startup_grace_period = 1000",
         );
         formation.run_keeper("monitor", &monitor_data, false);

@@ -1,6 +1,8 @@
 //! A TCP link on 127.0.0.1 that delivers what its target sends a fixed time late: put between a
 //! primary and its streaming standby, the standby lags by that much, as over a slow network.
-//! Cutting it drops what is still in flight, as a failed primary's unsent WAL is lost.
+//! Cutting it drops what is still in flight, as a failed primary's unsent WAL is lost. Holding
+//! it keeps back everything its target sends from then on, so that a test arranges "the failure
+//! comes before the standby has this record" instead of racing the delay with a burst.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -14,6 +16,8 @@ use crate::{wait_until, Cluster};
 pub struct LaggingLink {
     port: u16,
     cut: Arc<AtomicBool>,
+    /// Set by [`LaggingLink::hold`]: what the target sends after it is never delivered.
+    held: Arc<AtomicBool>,
     streams: Arc<Mutex<Vec<TcpStream>>>,
     acceptor: Option<thread::JoinHandle<()>>,
 }
@@ -28,9 +32,10 @@ impl LaggingLink {
             .expect("make the listener non-blocking");
         let port = listener.local_addr().expect("the link's address").port();
         let cut = Arc::new(AtomicBool::new(false));
+        let held = Arc::new(AtomicBool::new(false));
         let streams = Arc::new(Mutex::new(Vec::new()));
         let acceptor = {
-            let (cut, streams) = (cut.clone(), streams.clone());
+            let (cut, held, streams) = (cut.clone(), held.clone(), streams.clone());
             thread::spawn(move || {
                 while !cut.load(Ordering::Relaxed) {
                     match listener.accept() {
@@ -46,8 +51,15 @@ impl LaggingLink {
                                 .lock()
                                 .unwrap()
                                 .extend([copy(&client), copy(&server)]);
-                            pump(copy(&client), copy(&server), Duration::ZERO, cut.clone());
-                            pump(server, client, delay, cut.clone());
+                            let not_held = Arc::new(AtomicBool::new(false));
+                            pump(
+                                copy(&client),
+                                copy(&server),
+                                Duration::ZERO,
+                                &cut,
+                                &not_held,
+                            );
+                            pump(server, client, delay, &cut, &held);
                         }
                         Err(error) if error.kind() == ErrorKind::WouldBlock => {
                             thread::sleep(Duration::from_millis(5));
@@ -60,6 +72,7 @@ impl LaggingLink {
         LaggingLink {
             port,
             cut,
+            held,
             streams,
             acceptor: Some(acceptor),
         }
@@ -102,6 +115,14 @@ impl LaggingLink {
         link
     }
 
+    /// From now on nothing the target sends reaches the other side (what was sent before still
+    /// arrives, `delay` after it was sent); the connections stay open, so the standby neither
+    /// notices nor reconnects. What is held back is dropped at the cut, as a failed primary's
+    /// unsent WAL is lost.
+    pub fn hold(&self) {
+        self.held.store(true, Ordering::SeqCst);
+    }
+
     /// Drops everything in flight, closes every connection and accepts no new one.
     pub fn cut(&mut self) {
         self.cut.store(true, Ordering::Relaxed);
@@ -121,14 +142,27 @@ impl Drop for LaggingLink {
 }
 
 /// Copies `from` to `to`, each chunk `delay` after it was read, until either side closes or the
-/// link is cut (what is queued then is dropped).
-fn pump(mut from: TcpStream, mut to: TcpStream, delay: Duration, cut: Arc<AtomicBool>) {
-    let (sender, receiver) = mpsc::channel::<(Instant, Vec<u8>)>();
+/// link is cut (what is queued then is dropped). A chunk read once `held` is set is never
+/// written, nor is anything after it (a stream's bytes arrive in order or not at all).
+fn pump(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    delay: Duration,
+    cut: &Arc<AtomicBool>,
+    held: &Arc<AtomicBool>,
+) {
+    let (cut, held) = (cut.clone(), held.clone());
+    let (sender, receiver) = mpsc::channel::<(Instant, bool, Vec<u8>)>();
     thread::spawn(move || {
         let mut buffer = vec![0u8; 64 * 1024];
         while let Ok(read @ 1..) = from.read(&mut buffer) {
+            let read_while_held = held.load(Ordering::SeqCst);
             if sender
-                .send((Instant::now() + delay, buffer[..read].to_vec()))
+                .send((
+                    Instant::now() + delay,
+                    read_while_held,
+                    buffer[..read].to_vec(),
+                ))
                 .is_err()
             {
                 break;
@@ -136,7 +170,12 @@ fn pump(mut from: TcpStream, mut to: TcpStream, delay: Duration, cut: Arc<Atomic
         }
     });
     thread::spawn(move || {
-        for (due, bytes) in receiver {
+        let mut holding = false;
+        for (due, read_while_held, bytes) in receiver {
+            holding |= read_while_held;
+            if holding {
+                continue;
+            }
             let now = Instant::now();
             if due > now {
                 thread::sleep(due - now);

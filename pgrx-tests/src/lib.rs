@@ -46,7 +46,7 @@ pub mod lagging_link;
 pub mod pgbackrest;
 pub mod pgbouncer;
 
-pub use assertions::{error_parts, wait_until};
+pub use assertions::{error_parts, wait_until, within_tries};
 pub use builder::ClusterBuilder;
 pub use cluster::{Cluster, InDatabase, Server};
 pub use faults::backend_pid;

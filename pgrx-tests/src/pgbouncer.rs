@@ -92,7 +92,7 @@ ignore_startup_parameters = extra_float_digits
             .expect("start pgbouncer");
         let bouncer = PgBouncer { dir, port, process };
         assert!(
-            wait_until(Duration::from_secs(20), || bouncer
+            wait_until(Duration::from_secs(60), || bouncer
                 .try_connect_to(database)
                 .is_ok()),
             "pgbouncer did not accept connections:\n{}",

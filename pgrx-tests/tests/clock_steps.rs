@@ -46,6 +46,9 @@ fn wall_clock_stepped_back_while_four_sessions_generate() {
         thread::sleep(Duration::from_millis(1500));
         (stepped_at_us, offset)
     });
+    // When the sessions stopped: the newest ID is compared with this, not with a reading taken
+    // after the checks below, however slow they are.
+    let stopped_us = real_now_us();
     let (batches, median, max) = check_runs(&runs);
     let rows = assert_table_consistent(&mut admin);
     let after = stats(&mut admin);
@@ -57,7 +60,7 @@ fn wall_clock_stepped_back_while_four_sessions_generate() {
     let after_range = min_max(all().filter(is_after).map(ahead_us));
     let before_range = min_max(all().filter(|row| !is_after(row)).map(ahead_us));
     let newest = all().map(|&(id, _)| id).max().unwrap();
-    let newest_lag_ms = real_now_us() / 1000 - default_id_unix_ms(newest);
+    let newest_lag_ms = stopped_us / 1000 - default_id_unix_ms(newest);
     println!(
         "step back 10 min: server wall clock {offset} µs off the real time after the step; \
          {rows} rows in {batches} batches of 200 by 4 sessions; batch latency median \
@@ -67,8 +70,10 @@ fn wall_clock_stepped_back_while_four_sessions_generate() {
         max.as_secs_f64() / median.as_secs_f64()
     );
     println!("step back 10 min: stats {after:?}");
+    // The failure this guards against is IDs stopping until the wall clock catches up (ten
+    // minutes); a busy machine's batch may take seconds.
     assert!(
-        max < Duration::from_secs(1),
+        max < Duration::from_secs(30),
         "a batch stalled for {max:?} (median {median:?})"
     );
     assert!(made_after > 0, "no row was made after the step");

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use postgres::SimpleQueryMessage;
 use snowflake_id_cluster_tests::fixtures::{
     assert_no_id_reissued, assert_server_clock_offset, column, count, default_id_unix_ms,
-    insert_for, insert_load, install_release_0_1_0_script, load_after, min_new_id, Issued,
+    insert_for, insert_load, install_release_script, load_after, min_new_id, Issued,
     DEFAULT_IDS_TABLE,
 };
 use snowflake_id_cluster_tests::pgbouncer::{PgBouncer, Pooling};
@@ -32,7 +32,7 @@ fn ids_table() -> &'static str {
 #[test]
 fn sessions_older_than_the_update_keep_the_floor_above_their_ids() {
     let test = "update from 0.4.0 under load, dump restored 33 s behind";
-    install_release_0_1_0_script();
+    install_release_script("0.1.0");
     let cluster = Cluster::builder().start();
     cluster
         .connect()
@@ -336,13 +336,23 @@ fn a_partial_dump_without_the_extension_warns_with_the_step_that_carries_its_flo
     old.connect()
         .batch_execute("CREATE EXTENSION snowflake_id")
         .unwrap();
-    let newest = app_ids(&old);
+    app_ids(&old);
     for (part, behind) in [
         ("--schema=app", "-40s"),
         ("--table=app.ids", "-40s"),
         ("--schema=app", "-10m"),
         ("--schema=app", "+0s"),
     ] {
+        // Fresh rows for each dump: the ones before were made long enough ago, on a slow
+        // machine, to lie no more than 40 s ahead of the next cluster's clock.
+        let mut client = old.connect();
+        client
+            .batch_execute("INSERT INTO app.ids (n) SELECT g FROM generate_series(1, 1000) g")
+            .unwrap();
+        let newest: i64 = client
+            .query_one("SELECT max(id) FROM app.ids", &[])
+            .unwrap()
+            .get(0);
         let (new, restored) = restore_partial(&old, &[part], behind, &["--verbose"]);
         let said = String::from_utf8_lossy(&restored.stderr).into_owned();
         let warnings: Vec<&str> = said
@@ -414,7 +424,7 @@ fn a_partial_dump_of_a_sequence_the_database_lacks_names_the_steps() {
 /// restored as it is into a fresh database, with the step its WARNING names.
 #[test]
 fn a_dump_of_0_9_0_restores_with_its_floor_and_updates() {
-    install_release_0_1_0_script();
+    install_release_script("0.1.0");
     let old = Cluster::builder().start();
     old.connect()
         .batch_execute(
@@ -473,7 +483,7 @@ fn a_dump_of_0_9_0_restores_with_its_floor_and_updates() {
 /// before it and generating throughout: no statement fails, and every ID is new.
 #[test]
 fn the_update_to_its_own_schema_under_load_fails_no_statement() {
-    install_release_0_1_0_script();
+    install_release_script("0.1.0");
     let cluster = Cluster::builder().start();
     cluster
         .connect()

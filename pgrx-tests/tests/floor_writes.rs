@@ -11,7 +11,7 @@
 //! build, without the lock, passed this test too; it checks the property and the lock's paths
 //! under load, not that the race was seen.)
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -19,6 +19,8 @@ use snowflake_id_cluster_tests::fixtures::{check_runs, generate_while, IDS_TABLE
 use snowflake_id_cluster_tests::Cluster;
 
 const SAMPLING: Duration = Duration::from_secs(5);
+/// Below the 120 s after which `generate_while` stops its sessions.
+const SAMPLING_CAP: Duration = Duration::from_secs(90);
 
 #[test]
 fn the_floor_relation_only_rises_while_sessions_write_it_every_few_milliseconds() {
@@ -28,23 +30,28 @@ fn the_floor_relation_only_rises_while_sessions_write_it_every_few_milliseconds(
     cluster.connect().batch_execute(IDS_TABLE).unwrap();
 
     let stop = AtomicBool::new(false);
+    let first_ids = AtomicUsize::new(0);
     let (runs, (samples, distinct, first_ids)) = generate_while(&cluster, 4, 20, || {
         thread::scope(|scope| {
             // Sessions that each take one ID and leave: every first ID reads the relation and
             // most write it.
             let newcomers = scope.spawn(|| {
-                let mut first_ids = 0;
                 while !stop.load(Ordering::Relaxed) {
                     let mut client = cluster.connect();
                     client.query_one("SELECT snowflake_nextval()", &[]).unwrap();
-                    first_ids += 1;
+                    first_ids.fetch_add(1, Ordering::Relaxed);
                 }
-                first_ids
             });
             let mut sampler = cluster.connect();
             let (mut samples, mut distinct, mut last) = (0, 0, i64::MIN);
-            let deadline = Instant::now() + SAMPLING;
-            while Instant::now() < deadline {
+            // At least SAMPLING long, and until the relation moved often enough under the
+            // sampler for the check to mean something, however slow the machine (within a
+            // bound below the sessions' own).
+            let started = Instant::now();
+            while started.elapsed() < SAMPLING
+                || ((distinct < 100 || first_ids.load(Ordering::Relaxed) < 20)
+                    && started.elapsed() < SAMPLING_CAP)
+            {
                 let value: i64 = sampler
                     .query_one(
                         "SELECT last_value FROM snowflake_id_internal.snowflake_floor",
@@ -60,7 +67,8 @@ fn the_floor_relation_only_rises_while_sessions_write_it_every_few_milliseconds(
                 (samples, last) = (samples + 1, value);
             }
             stop.store(true, Ordering::Relaxed);
-            (samples, distinct, newcomers.join().unwrap())
+            newcomers.join().unwrap();
+            (samples, distinct, first_ids.load(Ordering::Relaxed))
         })
     });
     let (batches, _, _) = check_runs(&runs);

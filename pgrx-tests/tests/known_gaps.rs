@@ -17,7 +17,7 @@
 
 use std::time::Duration;
 
-use snowflake_id_cluster_tests::fixtures::{assert_server_clock_offset, count};
+use snowflake_id_cluster_tests::fixtures::{assert_server_clock_offset, count, MINUTE_US};
 use snowflake_id_cluster_tests::{Client, Cluster};
 
 /// 20,000 rows into `app.ids` of `cluster`'s database `postgres`, now.
@@ -28,12 +28,13 @@ fn insert_rows(cluster: &Cluster) {
         .unwrap();
 }
 
-/// `dump` restored into a new cluster whose clock is 30 s behind: whether the restore warned
-/// of stored IDs ahead of the floor, and how many of 1,000 new IDs of `'default'` are at or
-/// below the largest stored one.
+/// `dump` restored into a new cluster whose clock is 10 minutes behind (further than any slow
+/// machine takes between the rows and the new IDs): whether the restore warned of stored IDs
+/// ahead of the floor, and how many of 1,000 new IDs of `'default'` are at or below the largest
+/// stored one.
 fn new_ids_at_or_below_stored(dump: &std::path::Path) -> (bool, i64) {
-    let new = Cluster::builder().faketime_at("-30s").start();
-    assert_server_clock_offset(&mut new.connect(), -30_000_000);
+    let new = Cluster::builder().faketime_at("-10m").start();
+    assert_server_clock_offset(&mut new.connect(), -10 * MINUTE_US);
     let restored = new.pg_restore(dump, "postgres", &["--exit-on-error", "--verbose"]);
     let said = String::from_utf8_lossy(&restored.stderr);
     assert!(restored.status.success(), "{said}");
@@ -108,15 +109,15 @@ fn new_ids_at_or_below_stored_in(client: &mut Client) -> i64 {
 
 /// A restore over a floor no session of this server has read yet, naming this cluster as its
 /// writer (this cluster's own older dump), loses the floor restored just before (rows of a
-/// cluster whose clock is 30 s ahead): new IDs fall below theirs. An ID issued after the first
+/// cluster whose clock is 10 minutes ahead): new IDs fall below theirs. An ID issued after the first
 /// restore, as the reference says, carries it.
 #[test]
 fn a_second_restore_over_an_unread_floor_loses_it_until_an_id_is_issued_between() {
     let schema = "CREATE EXTENSION snowflake_id;
                   CREATE SCHEMA app;
                   CREATE TABLE app.ids (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), n int);";
-    let ahead = Cluster::builder().faketime_at("+30s").start();
-    assert_server_clock_offset(&mut ahead.connect(), 30_000_000);
+    let ahead = Cluster::builder().faketime_at("+10m").start();
+    assert_server_clock_offset(&mut ahead.connect(), 10 * MINUTE_US);
     ahead.connect().batch_execute(schema).unwrap();
     insert_rows(&ahead);
     let theirs = ahead.dump_as("postgres", "postgres");
@@ -149,7 +150,7 @@ fn a_second_restore_over_an_unread_floor_loses_it_until_an_id_is_issued_between(
 /// A copy that goes back in its cluster's history on the same timeline (a base backup started as
 /// it is, without `recovery.signal`, as a restored file-system snapshot starts) takes a dump of
 /// the original taken after the backup for its own (its writer relation names this cluster and
-/// timeline): restored into a new database of the copy, whose clock is a minute behind, its
+/// timeline): restored into a new database of the copy, whose clock is 10 minutes behind, its
 /// floor counts for nothing and new IDs repeat the dump's. `snowflake_accept_floor()` in that
 /// database after the restore, the reference's step, takes the floor. (A point-in-time recovery
 /// starts a new timeline, where the same dump's floor counts: `pitr.rs`.)
@@ -171,8 +172,8 @@ fn a_copy_back_in_its_history_on_the_same_timeline_takes_a_later_dump_for_its_ow
     insert_rows(&original);
     let later = original.dump_as("postgres", "postgres");
 
-    let copy = original.snapshot_copy(&backup).faketime_at("-1m").start();
-    assert_server_clock_offset(&mut copy.connect(), -60_000_000);
+    let copy = original.snapshot_copy(&backup).faketime_at("-10m").start();
+    assert_server_clock_offset(&mut copy.connect(), -10 * MINUTE_US);
     for accept in [false, true] {
         let database = if accept { "accepted" } else { "restored" };
         copy.connect()

@@ -162,7 +162,7 @@ fn a_failed_reservation_write_names_the_file_that_failed() {
     // every sixteenth of the window); once it has written, every failure is counted. From
     // then on, through further writes of the sessions and the worker, none is.
     let wrote = |client: &mut postgres::Client, done: &dyn Fn(&Stats) -> bool| {
-        wait_until(Duration::from_secs(10), || {
+        wait_until(Duration::from_secs(60), || {
             client
                 .batch_execute("SELECT snowflake_nextval() FROM generate_series(1, 100)")
                 .unwrap();

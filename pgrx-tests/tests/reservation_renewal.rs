@@ -18,13 +18,14 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use snowflake_id_cluster_tests::fixtures::{
-    assert_table_consistent, check_runs, command_output, count, generate_while, stats,
+    assert_table_consistent, check_runs, command_output, count, generate_while, stats, text,
     workspace_root, IDS_TABLE,
 };
-use snowflake_id_cluster_tests::Cluster;
+use snowflake_id_cluster_tests::{wait_until, within_tries, Cluster};
 
 const FSYNC_DELAY_US: &str = "20000";
 const SAMPLING: Duration = Duration::from_secs(6);
+const SAMPLING_CAP: Duration = Duration::from_secs(60);
 
 /// Builds `fixtures/slow_fsync.c` into a shared library the server user can load.
 fn slow_fsync_library() -> PathBuf {
@@ -69,8 +70,10 @@ fn sample_waits(cluster: &Cluster) -> Waits {
         samples: 0,
         waiting: 0,
     };
-    let deadline = Instant::now() + SAMPLING;
-    while Instant::now() < deadline {
+    // At least SAMPLING long and 1,000 samples, however slow the machine (within a bound).
+    let started = Instant::now();
+    while started.elapsed() < SAMPLING || (waits.samples < 1000 && started.elapsed() < SAMPLING_CAP)
+    {
         let waiting: i64 = client.query_one(&statement, &[]).unwrap().get(0);
         waits.samples += 1;
         if waiting > 0 {
@@ -103,22 +106,31 @@ fn no_session_waits_on_the_reservation_with_a_slow_fsync() {
     let mut client = cluster.connect();
     client.batch_execute(IDS_TABLE).unwrap();
 
-    let (batches, median, max, writes, waits) = generate_and_sample(&cluster);
-    println!(
-        "reserve_ahead 1s, fsync +{FSYNC_DELAY_US} µs: {batches} batches of 50 IDs, latency median \
-         {median:?}, max {max:?}; {writes} reservation writes; {} of {} samples with a session \
-         waiting on the reservation lock",
-        waits.waiting, waits.samples
-    );
-    assert!(
-        writes >= 4,
-        "only {writes} reservation writes in {SAMPLING:?}"
-    );
-    assert!(waits.samples >= 1000, "only {} samples", waits.samples);
-    assert_eq!(
-        waits.waiting, 0,
-        "sessions waited on the reservation lock under steady load"
-    );
+    // Whether the reservation worker renews in time depends on it getting the CPU: on a
+    // machine so busy that it does not for 375 ms, sessions wait, as they must. So a try with
+    // waits is repeated (each reported); a renewal that is late every time still fails.
+    let test = "reserve_ahead 1s, fsync +20 ms, 4 sessions";
+    within_tries(test, 3, || {
+        let (batches, median, max, writes, waits) = generate_and_sample(&cluster);
+        println!(
+            "reserve_ahead 1s, fsync +{FSYNC_DELAY_US} µs: {batches} batches of 50 IDs, latency \
+             median {median:?}, max {max:?}; {writes} reservation writes; {} of {} samples with \
+             a session waiting on the reservation lock",
+            waits.waiting, waits.samples
+        );
+        assert!(waits.samples >= 1000, "only {} samples", waits.samples);
+        if writes >= 4 && waits.waiting == 0 {
+            return Ok(());
+        }
+        // The next try's sessions number their rows from 1 again.
+        assert_table_consistent(&mut client);
+        client.batch_execute("TRUNCATE ids").unwrap();
+        Err(format!(
+            "{writes} reservation writes (at least 4 wanted), {} samples with a session \
+             waiting on the reservation lock under steady load (none wanted)",
+            waits.waiting
+        ))
+    });
 
     let first = assert_table_consistent(&mut client);
     // The control phase's sessions number their rows from 1 again: a table of their own.
@@ -135,6 +147,11 @@ fn no_session_waits_on_the_reservation_with_a_slow_fsync() {
         .batch_execute("ALTER SYSTEM SET snowflake_id.reserve_ahead = '40ms'")
         .unwrap();
     client.batch_execute("SELECT pg_reload_conf()").unwrap();
+    let reloaded = wait_until(Duration::from_secs(60), || {
+        text(&mut cluster.connect(), "SHOW snowflake_id.reserve_ahead") == "40ms"
+    });
+    assert!(reloaded, "the server did not take reserve_ahead = 40ms");
+    // The worker takes it at its next wake, a sixteenth of the old window later.
     std::thread::sleep(Duration::from_millis(200));
     let (batches, median, max, writes, waits) = generate_and_sample(&cluster);
     println!(

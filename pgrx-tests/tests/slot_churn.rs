@@ -91,7 +91,7 @@ fn short_connections_release_their_slots_beside_steady_generators() {
 
     let slots = || worker_ids_in_use(&mut cluster.connect());
     let mut left = slots();
-    let released = wait_until(Duration::from_secs(15), || {
+    let released = wait_until(Duration::from_secs(60), || {
         left = slots();
         left == 0
     });
