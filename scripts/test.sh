@@ -173,9 +173,11 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
             --features citus --no-fail-fast -E "$filter"
         mv target/nextest/default/junit.xml "$LOGS/pg$major-$group-junit.xml" 2>/dev/null || true
     done
-    # Release 0.1.0's install script, which the update tests put beside the package's files
-    # (fixtures::install_release_0_1_0_script): no package owns it, so it goes when they are done.
-    rm -f "$("$(pg_config_of "$major")" --sharedir)/extension/snowflake_id--0.1.0.sql"
+    # Released install scripts, which the update tests put beside the package's files
+    # (fixtures::install_release_script): no package owns them, so they go when they are done.
+    for release in 0.1.0 0.10.0; do
+        rm -f "$("$(pg_config_of "$major")" --sharedir)/extension/snowflake_id--$release.sql"
+    done
 done
 
 # "passed failed" of a cargo test log (its "test result:" lines) ...

@@ -40,6 +40,20 @@ impl CatalogTable {
         }
     }
 
+    /// The table's owner (the superuser who created the extension): privileged functions write
+    /// the table as this role (`privileges::as_owner`).
+    pub fn owner(&self) -> pg_sys::Oid {
+        let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+        // SAFETY: opens the extension's catalog table (it exists: it was located in this
+        // transaction) to read its owner from the relcache entry, then closes it.
+        unsafe {
+            let table = pg_sys::relation_open(self.oid, lock);
+            let owner = (*(*table).rd_rel).relowner;
+            pg_sys::relation_close(table, lock);
+            owner
+        }
+    }
+
     /// The schema of the extension's user-facing functions and views, quoted for SQL text and
     /// messages, as it is called now.
     pub fn extension_schema(&self) -> String {
@@ -239,6 +253,9 @@ pub struct RowVersion {
     offset: u16,
 }
 
+/// The longest sequence name, in bytes (PostgreSQL's identifier limit).
+pub const MAX_NAME_BYTES: usize = 63;
+
 /// The layout of sequence `name` and its row's version, or None when no such sequence exists:
 /// without SQL (see `find`), one probe of the catalog table's primary key, or a read of the
 /// table when it has one page (a new connection's first ID then opens no index).
@@ -304,30 +321,7 @@ pub fn load_layout(catalog: &CatalogTable, name: &str) -> Option<(Layout, RowVer
                 block: (u32::from(place.ip_blkid.bi_hi) << 16) | u32::from(place.ip_blkid.bi_lo),
                 offset: place.ip_posid,
             };
-            let value = |attribute: &str| {
-                column(attribute)
-                    .and_then(|column| NonZeroUsize::new(column.num().max(0) as usize))
-                    .and_then(|number| pgrx::heap_getattr_raw(row, number, descriptor))
-            };
-            let width = |attribute| {
-                value(attribute).map_or(u8::MAX, |datum| {
-                    i32::from_datum(datum, false).unwrap_or(-1).clamp(0, 255) as u8
-                })
-            };
-            let layout = Layout {
-                time_bits: width("time_bits"),
-                node_bits: width("node_bits"),
-                worker_bits: width("worker_bits"),
-                sequence_bits: width("sequence_bits"),
-                gene_bits: width("gene_bits"),
-                time_unit_us: value("time_unit_us")
-                    .and_then(|datum| i64::from_datum(datum, false))
-                    .unwrap_or(0),
-                epoch_unix_us: value("epoch")
-                    .and_then(|datum| TimestampWithTimeZone::from_datum(datum, false))
-                    .map_or(i64::MIN, timestamps::unix_us),
-            };
-            (layout, version, edited)
+            (stored_layout(row, descriptor), version, edited)
         });
         pg_sys::systable_endscan(scan);
         pg_sys::table_close(table, ACCESS_SHARE);
@@ -341,6 +335,64 @@ pub fn load_layout(catalog: &CatalogTable, name: &str) -> Option<(Layout, RowVer
         errors::stored_layout_invalid(name, &problem).raise();
     }
     Some((layout, version))
+}
+
+/// The layout a catalog row holds, as stored (not validated): a missing or NULL field reads as
+/// a value no layout has.
+///
+/// # Safety
+/// `row` is a tuple of the catalog table whose descriptor is `descriptor`, valid for the call.
+unsafe fn stored_layout(row: pg_sys::HeapTuple, descriptor: pg_sys::TupleDesc) -> Layout {
+    // SAFETY: see the contract; columns are found by name in the descriptor (a syscache probe
+    // per column would cost a new connection's first ID more than the rest of the look-up).
+    unsafe {
+        let columns = PgTupleDesc::from_pg_unchecked(descriptor);
+        let value = |attribute: &str| {
+            columns
+                .iter()
+                .find(|column| !column.is_dropped() && column.name() == attribute)
+                .and_then(|column| NonZeroUsize::new(column.num().max(0) as usize))
+                .and_then(|number| pgrx::heap_getattr_raw(row, number, descriptor))
+        };
+        let width = |attribute| {
+            value(attribute).map_or(u8::MAX, |datum| {
+                i32::from_datum(datum, false).unwrap_or(-1).clamp(0, 255) as u8
+            })
+        };
+        Layout {
+            time_bits: width("time_bits"),
+            node_bits: width("node_bits"),
+            worker_bits: width("worker_bits"),
+            sequence_bits: width("sequence_bits"),
+            gene_bits: width("gene_bits"),
+            time_unit_us: value("time_unit_us")
+                .and_then(|datum| i64::from_datum(datum, false))
+                .unwrap_or(0),
+            epoch_unix_us: value("epoch")
+                .and_then(|datum| TimestampWithTimeZone::from_datum(datum, false))
+                .map_or(i64::MIN, timestamps::unix_us),
+        }
+    }
+}
+
+/// The name a catalog row holds (None when NULL or not text).
+///
+/// # Safety
+/// As for [`stored_layout`].
+unsafe fn stored_name(row: pg_sys::HeapTuple, descriptor: pg_sys::TupleDesc) -> Option<String> {
+    // SAFETY: see the contract.
+    unsafe {
+        let columns = PgTupleDesc::from_pg_unchecked(descriptor);
+        let column = columns
+            .iter()
+            .find(|column| !column.is_dropped() && column.name() == "name")?;
+        let datum = pgrx::heap_getattr_raw(
+            row,
+            NonZeroUsize::new(column.num().max(0) as usize)?,
+            descriptor,
+        )?;
+        String::from_datum(datum, false)
+    }
 }
 
 /// Every sequence of the catalog: name, preset and layout, in name order.
@@ -405,12 +457,14 @@ pub fn insert(catalog: &CatalogTable, name: &str, preset: &str, layout: &Layout)
 /// that write through and refuses every other UPDATE and DELETE (`catalog_guard`).
 static DELETING: AtomicBool = AtomicBool::new(false);
 
-/// The guard trigger of the catalog table, `BEFORE UPDATE OR DELETE … FOR EACH ROW`
-/// (`sql/snowflake_id--0.9.0--0.10.0.sql`): rows are only ever inserted, and deleted by
+/// The guard trigger of the catalog table, `BEFORE INSERT OR UPDATE OR DELETE … FOR EACH ROW`
+/// (`sql/snowflake_id--0.10.0--0.11.0.sql`): rows are only ever inserted, and deleted by
 /// `snowflake_drop_sequence` (and on a Citus worker `snowflake_citus_forget_sequence`), so a
 /// row changed or deleted by hand, by whoever may write the table (a member of
-/// `pg_write_all_data`), would change a layout that issued IDs: 55000. A bare version-1 C
-/// function, declared in the extension's own schema only.
+/// `pg_write_all_data`), would change a layout that issued IDs: 55000. A row inserted (a
+/// restore by the database's owner, a member of `pg_write_all_data`) must be one the
+/// extension can serve, or every reader of the view would fail on it: 23514 otherwise. A bare
+/// version-1 C function, declared in the extension's own schema only.
 ///
 /// # Safety
 /// PostgreSQL calls it as a row trigger, with `fcinfo->context` its `TriggerData`.
@@ -423,11 +477,45 @@ pub unsafe extern "C-unwind" fn snowflake_catalog_guard(
     let trigger = unsafe { (*fcinfo).context.cast::<pg_sys::TriggerData>() };
     // SAFETY: a row trigger's event and tuple, valid for this call.
     let (event, row) = unsafe { ((*trigger).tg_event, (*trigger).tg_trigtuple) };
-    let deleting = event & pg_sys::TRIGGER_EVENT_OPMASK == pg_sys::TRIGGER_EVENT_DELETE;
+    // SAFETY: the relation the trigger fired on, valid for this call.
+    let table = unsafe { (*(*trigger).tg_relation).rd_id };
+    // Everybody may execute the function (privileges are decided when functions run): it
+    // guards the extension's catalog table and nothing else, whose columns it reads by type.
+    if find().map(|catalog| catalog.oid) != Some(table) {
+        errors::catalog_guard_elsewhere().raise();
+    }
+    let operation = event & pg_sys::TRIGGER_EVENT_OPMASK;
+    if operation == pg_sys::TRIGGER_EVENT_INSERT {
+        // SAFETY: the inserted row of this table, described by its relation's descriptor.
+        unsafe { refuse_unservable_row(row, (*(*trigger).tg_relation).rd_att) };
+        return pg_sys::Datum::from(row);
+    }
+    let deleting = operation == pg_sys::TRIGGER_EVENT_DELETE;
     if !(deleting && DELETING.load(Ordering::Relaxed)) {
         errors::catalog_written_by_hand(if deleting { "DELETE" } else { "UPDATE" }).raise();
     }
     pg_sys::Datum::from(row)
+}
+
+/// Refuses (23514) a catalog row that names no sequence a function could create: a name of 1 to
+/// 63 bytes and a valid layout (`layout::validate`).
+///
+/// # Safety
+/// As for [`stored_layout`].
+unsafe fn refuse_unservable_row(row: pg_sys::HeapTuple, descriptor: pg_sys::TupleDesc) {
+    // SAFETY: see the contract.
+    let (name, layout) = unsafe { (stored_name(row, descriptor), stored_layout(row, descriptor)) };
+    let name = name.unwrap_or_default();
+    if name.is_empty() || name.len() > MAX_NAME_BYTES {
+        errors::catalog_row_refused(
+            &name,
+            &format!("a name must have 1 to {MAX_NAME_BYTES} bytes"),
+        )
+        .raise();
+    }
+    if let Err(problem) = layout.validate() {
+        errors::catalog_row_refused(&name, &problem).raise();
+    }
 }
 
 /// Version-1 calling convention of `snowflake_catalog_guard`, which PostgreSQL looks up.

@@ -18,7 +18,8 @@ use crate::errors;
 
 /// The schema of the functions the commands sent to the workers call: the extension's own
 /// (`catalog::INTERNAL_SCHEMA`), where only superusers can create anything (on every node),
-/// since Citus runs them there as the superuser that owns the calling function. A function
+/// since Citus runs them there as the superuser that owns the catalog table (the calling
+/// function writes it as that owner, `privileges::as_owner`). A function
 /// named in the extension's schema could be a look-alike that a worker database's owner
 /// planted after renaming it.
 fn internal_schema() -> std::borrow::Cow<'static, str> {
@@ -186,7 +187,7 @@ fn send_to_workers(command: &str) {
     // library is loaded, and the symbol is a version-1 function taking (text, text) and
     // returning void. pg_sys's DirectFunctionCall2Coll turns an ERROR it raises into this
     // statement's error. GetUserNameFromId returns a palloc'd name of the current user (the
-    // owner inside SECURITY DEFINER functions: Citus connects as that superuser).
+    // catalog table's owner, as whom the caller writes it: Citus connects as that superuser).
     unsafe {
         let symbol = pg_sys::load_external_function(
             c"$libdir/citus".as_ptr(),

@@ -26,6 +26,7 @@ use snowflake_id_core::renewal::RenewalPolicy;
 use crate::catalog::{self, CatalogTable, Extension};
 use crate::errors;
 use crate::gucs;
+use crate::privileges::as_owner;
 use crate::reservation::ClusterReservation;
 use crate::shared_memory::{
     with_lwlock, FloorWriteSlot, FloorWrites, SharedState, FLOOR_WRITE_SLOTS,
@@ -577,27 +578,6 @@ fn trusted_owner(relation: pg_sys::Oid) -> pg_sys::Oid {
         }
         owner
     }
-}
-
-/// Runs `f` as `owner` in a security-restricted operation, the way PostgreSQL runs maintenance
-/// code (VACUUM, ANALYZE): `f` only runs SQL that names every object schema-qualified.
-pub fn as_owner<T>(owner: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
-    let (mut user, mut context) = (pg_sys::InvalidOid, 0);
-    // SAFETY: reads and sets the current user the way SECURITY DEFINER functions do. An ERROR
-    // inside `f` aborts the (sub)transaction, which restores the previous user itself.
-    unsafe {
-        pg_sys::GetUserIdAndSecContext(&mut user, &mut context);
-        pg_sys::SetUserIdAndSecContext(
-            owner,
-            context
-                | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32
-                | pg_sys::SECURITY_RESTRICTED_OPERATION as i32,
-        );
-    }
-    let result = f();
-    // SAFETY: restores exactly what was read above.
-    unsafe { pg_sys::SetUserIdAndSecContext(user, context) };
-    result
 }
 
 /// Runs `f` with the transaction's read-only flag cleared: the floor is written in read-only

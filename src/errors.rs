@@ -259,6 +259,30 @@ pub fn catalog_written_by_hand(command: &str) -> Error {
     )
 }
 
+/// The catalog table's guard trigger function attached to another table.
+pub fn catalog_guard_elsewhere() -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowflake_id_internal.catalog_guard() guards only \
+         snowflake_id_internal.snowflake_sequence_catalog"
+            .into(),
+        Some("Drop the trigger that calls it on this table.".into()),
+    )
+}
+
+/// A row inserted into the catalog table by hand (a restore, a member of `pg_write_all_data`)
+/// that names no sequence the extension could serve.
+pub fn catalog_row_refused(sequence: &str, problem: &dyn std::fmt::Display) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_CHECK_VIOLATION,
+        format!(
+            "new row of snowflake_id_internal.snowflake_sequence_catalog for snowflake sequence \
+             \"{sequence}\" is refused: {problem}"
+        ),
+        Some("Create sequences with snowflake_create_sequence, which checks the layout.".into()),
+    )
+}
+
 /// The sequence's catalog row was changed in place (the extension only inserts and deletes).
 pub fn stored_layout_edited(sequence: &str) -> Error {
     Error::new(
@@ -527,37 +551,40 @@ pub fn floor_beyond_trust(
     )
 }
 
-/// A table's column holds IDs of a sequence beyond where this database's new IDs begin (a
-/// WARNING when an index is built over it: rows that came without their database's floor,
-/// docs/design.md §5.3). The step depends on whether `snowflake_raise_floor` may take the time.
+/// Where IDs stored ahead of the floor were found: `column` (`table.column`, quoted) of a table
+/// that `owner` owns, of snowflake sequence `sequence`.
+pub struct StoredIdsHolder<'a> {
+    pub column: &'a str,
+    pub owner: &'a str,
+    pub sequence: &'a str,
+}
+
+/// The largest ID a table's column holds (`stored_ids`) lies after where this database's new
+/// IDs begin. The value is the table owner's, not the extension's: the message says whose it
+/// is, how far ahead the server's IDs would go, and that carrying it is a superuser's call.
 pub fn stored_ids_ahead(
-    column: &str,
-    sequence: &str,
+    holder: &StoredIdsHolder,
     stored_until_unix_us: i64,
     new_from_unix_us: i64,
     wall_unix_us: i64,
     limit_us: i64,
 ) -> Error {
     let until = format_unix_us(stored_until_unix_us);
-    let (beyond, step) = if stored_until_unix_us.saturating_sub(wall_unix_us) <= limit_us {
-        (
-            String::new(),
-            format!("SELECT snowflake_raise_floor('{until}');"),
-        )
+    let ahead_s = stored_until_unix_us.saturating_sub(wall_unix_us) / 1_000_000;
+    let step = if stored_until_unix_us.saturating_sub(wall_unix_us) <= limit_us {
+        format!("SELECT snowflake_raise_floor('{until}');")
     } else {
-        (
-            format!(
-                " (they lie more than {} s ahead of this server's wall clock, {}, beyond what \
-                 snowflake_raise_floor takes)",
-                limit_us / 1_000_000,
-                format_unix_us(wall_unix_us)
-            ),
-            format!(
-                "SELECT setval('snowflake_id_internal.snowflake_floor', {stored_until_unix_us}); \
-                 SELECT snowflake_accept_floor();"
-            ),
+        format!(
+            "SELECT setval('snowflake_id_internal.snowflake_floor', {stored_until_unix_us}); \
+             SELECT snowflake_accept_floor(); (beyond the {} s that snowflake_raise_floor takes)",
+            limit_us / 1_000_000
         )
     };
+    let StoredIdsHolder {
+        column,
+        owner,
+        sequence,
+    } = holder;
     Error::new(
         PgSqlErrorCode::ERRCODE_WARNING,
         format!(
@@ -566,10 +593,14 @@ pub fn stored_ids_ahead(
             format_unix_us(new_from_unix_us)
         ),
         Some(format!(
-            "Rows that came without their database's floor do this (a dump made with pg_dump -n \
-             or -t but without --extension=snowflake_id, rows copied from another server). If \
-             they are right, a superuser carries their floor{beyond} before new IDs are issued \
-             here: {step} (docs/reference.md, \"Moving to a new cluster\")."
+            "These values are in a table of role {owner}, not snowflake_id's: rows that came without \
+             their database's floor do this (a dump made with pg_dump -n or -t but without \
+             --extension=snowflake_id, rows copied from another server), and so does a value \
+             typed in. Carrying them moves the IDs of every database of this server to {until}, \
+             {ahead_s} s ahead of its wall clock ({}); only a superuser decides that, after \
+             checking where the rows came from. Then, before new IDs are issued here: {step} \
+             (docs/reference.md, \"Moving to a new cluster\").",
+            format_unix_us(wall_unix_us)
         )),
     )
 }
@@ -592,6 +623,19 @@ pub fn stored_ids_of_a_missing_sequence(table: &str, column: &str, sequence: &st
              to a new cluster\").",
             literal = sequence.replace('\'', "''")
         )),
+    )
+}
+
+/// A privileged function called by a role it does not serve (`privileges::require`): decided
+/// when it runs, whatever EXECUTE grants the role holds.
+pub fn caller_not_allowed(function: &str, allowed: &str) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+        format!("permission denied for function {function}: only {allowed} may call it"),
+        Some(
+            "No grant changes this; run it as such a role (docs/reference.md, \"Privileges\")."
+                .into(),
+        ),
     )
 }
 

@@ -4,7 +4,7 @@
 //! value is in the pure core crate `snowflake_id_core` (crates/snowflake_id_core).
 //! Glue files, named by what they face: `gucs`, `shared_memory`, `system_clock`, `cluster_time`,
 //! `reservation`, `reservation_worker`, `catalog`, `sequence_cache`, `database_floor`,
-//! `backend`, `citus`, `sql_api`, `timestamps`, `errors`.
+//! `backend`, `citus`, `sql_api`, `stored_ids`, `privileges`, `timestamps`, `errors`.
 
 use pgrx::prelude::*;
 
@@ -15,6 +15,7 @@ mod cluster_time;
 mod database_floor;
 mod errors;
 mod gucs;
+mod privileges;
 mod reservation;
 mod reservation_worker;
 mod sequence_cache;
@@ -38,7 +39,6 @@ mod sql_tests;
 ::pgrx::pg_module_magic!(name, version);
 
 pgrx::extension_sql_file!("../sql/bootstrap.sql", name = "bootstrap", bootstrap);
-pgrx::extension_sql_file!("../sql/finalize.sql", name = "finalize", finalize);
 // Version 0.2.0's additions: the update script from 0.1.0 is also part of a fresh install.
 pgrx::extension_sql_file!(
     "../sql/snowflake_id--0.1.0--0.2.0.sql",
@@ -115,6 +115,15 @@ pgrx::extension_sql_file!(
     "../sql/snowflake_id--0.9.0--0.10.0.sql",
     name = "own_schema",
     requires = ["floor_readable_and_stats", sql_api::snowflake_accept_floor]
+);
+
+// Version 0.11.0's changes (sealed by construction: the views without any name a role controls,
+// read-only; the guard on inserted catalog rows; the stored-IDs check through an index; every
+// member's privileges set to the documented ones), likewise part of a fresh install, last.
+pgrx::extension_sql_file!(
+    "../sql/snowflake_id--0.10.0--0.11.0.sql",
+    name = "sealed",
+    finalize
 );
 
 #[pg_guard]

@@ -14,12 +14,10 @@ use crate::catalog;
 use crate::citus;
 use crate::errors;
 use crate::gucs;
+use crate::privileges::{self, Caller};
 use crate::shared_memory;
 use crate::system_clock;
 use crate::timestamps::{self, unix_us};
-
-/// Longest sequence name: PostgreSQL's identifier length.
-const MAX_NAME_BYTES: usize = 63;
 
 /// `snowflake_nextval(seq text DEFAULT 'default') → bigint`: the next ID of a snowflake
 /// sequence, unique, and increasing within this session. A bare version-1 C function rather
@@ -207,9 +205,11 @@ fn snowflake_partition_bounds_of(
     bounds_row(span.bounds_of_tick(decompose(seq, &layout, id).tick))
 }
 
-/// Creates a named sequence from a preset, with any field overridden by name.
+/// Creates a named sequence from a preset, with any field overridden by name. For the
+/// database's owner and superusers (`privileges`), whatever EXECUTE grants say; the catalog
+/// is written as its owner.
 #[allow(clippy::too_many_arguments)]
-#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn snowflake_create_sequence(
     name: Option<&str>,
@@ -222,6 +222,7 @@ fn snowflake_create_sequence(
     sequence_bits: default!(Option<i32>, "NULL"),
     gene_bits: default!(Option<i32>, "NULL"),
 ) {
+    privileges::require(Caller::DatabaseOwner, "snowflake_create_sequence");
     shared_memory::require_preloaded();
     let name = checked_name(name);
     let citus = citus::role();
@@ -245,15 +246,19 @@ fn snowflake_create_sequence(
         .unwrap_or_else(|problem| errors::invalid_options(name, &problem).raise());
     let preset = options.preset.unwrap_or_default(); // resolve() refused a NULL preset
     let catalog = backend::catalog_table();
-    catalog::insert(&catalog, name, preset, &layout);
-    citus.propagate_create(&catalog, name, preset, &layout);
+    privileges::as_owner(catalog.owner(), || {
+        catalog::insert(&catalog, name, preset, &layout);
+        citus.propagate_create(&catalog, name, preset, &layout);
+    });
 }
 
 /// Drops a named sequence. IDs it issued stay valid numbers, but can no longer be decoded
-/// with its name, and a new sequence of the same name is a new ID space.
-#[pg_extern(volatile, parallel_unsafe, security_definer)]
+/// with its name, and a new sequence of the same name is a new ID space. Callers as for
+/// `snowflake_create_sequence`.
+#[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn snowflake_drop_sequence(name: &str) {
+    privileges::require(Caller::DatabaseOwner, "snowflake_drop_sequence");
     shared_memory::require_preloaded();
     if name == "default" {
         errors::cannot_drop_default().raise();
@@ -261,19 +266,24 @@ fn snowflake_drop_sequence(name: &str) {
     let citus = citus::role();
     citus.refuse_on_worker("snowflake_drop_sequence", name);
     let catalog = backend::catalog_table();
-    if !catalog::delete(&catalog, name) {
-        errors::sequence_not_found(name, &catalog.extension_schema()).raise();
-    }
-    citus.propagate_drop(name);
+    privileges::as_owner(catalog.owner(), || {
+        if !catalog::delete(&catalog, name) {
+            errors::sequence_not_found(name, &catalog.extension_schema()).raise();
+        }
+        citus.propagate_drop(name);
+    });
 }
 
 /// `snowflake_raise_floor(until timestamptz) → timestamptz`: no ID issued from now on is at or
 /// below `until`, in any session of this server, on a server that gets its WAL, or in a copy of
 /// this database (docs/design.md §5.3). The step that carries another cluster's IDs over where
 /// neither its WAL nor this database's floor relation came along (a logical-replication move,
-/// rows copied from elsewhere). Revoked from PUBLIC. Returns the server's durable floor.
+/// rows copied from elsewhere). For the database's owner and superusers (`privileges`): the
+/// bound keeps any one call within a minute of the wall clock. Returns the server's durable
+/// floor.
 #[pg_extern(volatile, parallel_unsafe, strict)]
 fn snowflake_raise_floor(until: TimestampWithTimeZone) -> Option<TimestampWithTimeZone> {
+    privileges::require(Caller::DatabaseOwner, "snowflake_raise_floor");
     match pg_sys::TimestampTz::from(until) {
         i64::MAX => errors::floor_not_finite("infinity").raise(),
         i64::MIN => errors::floor_not_finite("-infinity").raise(),
@@ -284,15 +294,17 @@ fn snowflake_raise_floor(until: TimestampWithTimeZone) -> Option<TimestampWithTi
 /// `snowflake_accept_floor() → timestamptz`: takes the value of this database's floor relation,
 /// which the extension did not write and which lies further ahead of the wall clock than it
 /// trusts such a value (a dump restored from a cluster whose clock is ahead), into the server's
-/// durable floor, so that IDs continue above it (docs/design.md §5.3). Revoked from PUBLIC: it
-/// moves the IDs of every database. Returns the server's durable floor.
+/// durable floor, so that IDs continue above it (docs/design.md §5.3). Superusers only
+/// (`privileges`): it moves the IDs of every database, without a bound. Returns the server's
+/// durable floor.
 #[pg_extern(volatile, parallel_unsafe, strict)]
 fn snowflake_accept_floor() -> Option<TimestampWithTimeZone> {
+    privileges::require(Caller::Superuser, "snowflake_accept_floor");
     timestamps::timestamptz(backend::accept_floor())
 }
 
-/// Citus only (docs/design.md §9): what the coordinator sends a worker so that it has sequence
-/// `name` with this layout. Creates it when absent; an equal layout is left as it is; another
+/// Citus only (docs/design.md §9): what the coordinator sends a worker (as a superuser, the only
+/// caller it serves) so that it has sequence `name` with this layout. Creates it when absent; an equal layout is left as it is; another
 /// layout is refused (42710), failing the coordinator's transaction on every node.
 #[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe)]
@@ -308,6 +320,7 @@ fn snowflake_citus_receive_sequence(
     sequence_bits: i32,
     gene_bits: i32,
 ) {
+    privileges::require(Caller::Superuser, "snowflake_citus_receive_sequence");
     shared_memory::require_preloaded();
     let name = checked_name(Some(name));
     let width = |bits: i32| u8::try_from(bits).unwrap_or(u8::MAX);
@@ -339,6 +352,7 @@ fn snowflake_citus_receive_sequence(
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn snowflake_citus_forget_sequence(name: &str) {
+    privileges::require(Caller::Superuser, "snowflake_citus_forget_sequence");
     shared_memory::require_preloaded();
     catalog::delete(&backend::catalog_table(), name);
 }
@@ -555,8 +569,8 @@ fn timestamptz(seq: &str, unix_us: i64) -> TimestampWithTimeZone {
 
 fn checked_name(name: Option<&str>) -> &str {
     let name = name.unwrap_or_else(|| errors::null_sequence_name().raise());
-    if name.is_empty() || name.len() > MAX_NAME_BYTES {
-        errors::invalid_sequence_name(name, MAX_NAME_BYTES).raise();
+    if name.is_empty() || name.len() > catalog::MAX_NAME_BYTES {
+        errors::invalid_sequence_name(name, catalog::MAX_NAME_BYTES).raise();
     }
     name
 }

@@ -451,14 +451,26 @@ mod tests {
     }
 
     #[pg_test]
-    fn only_superusers_manage_sequences_by_default() {
+    fn only_the_database_owner_and_superusers_manage_sequences_whatever_is_granted() {
         Spi::run("CREATE ROLE snowflake_app; SET ROLE snowflake_app").unwrap();
+        let refused = "42501: permission denied for function snowflake_create_sequence: only the \
+                       database's owner";
         let error = error_of("SELECT snowflake_create_sequence('t_app')");
-        assert!(
-            error.starts_with("42501: permission denied for function snowflake_create_sequence"),
-            "{error}"
-        );
+        assert!(error.starts_with(refused), "{error}");
+        // A grant does not change who the function serves (it is decided when it runs).
         Spi::run("RESET ROLE; GRANT EXECUTE ON FUNCTION snowflake_create_sequence TO snowflake_app; SET ROLE snowflake_app").unwrap();
+        let error = error_of("SELECT snowflake_create_sequence('t_app')");
+        assert!(error.starts_with(refused), "{error}");
+        // A member of the database's owner has its privileges.
+        Spi::run(
+            "RESET ROLE;
+             DO $$ BEGIN
+                 EXECUTE pg_catalog.format('GRANT %I TO snowflake_app', (SELECT pg_catalog.pg_get_userbyid(datdba)
+                     FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()));
+             END $$;
+             SET ROLE snowflake_app",
+        )
+        .unwrap();
         create("'t_app'");
         assert!(one::<i64>("SELECT snowflake_nextval('t_app')") > 0);
         Spi::run("RESET ROLE").unwrap();

@@ -1,7 +1,7 @@
 //! Adoption: updating from the previous release, and dump/restore of a converted database.
 
 use snowflake_id_cluster_tests::fixtures::{
-    column, count, extension_crate_version, extension_version, install_release_0_1_0_script,
+    column, count, extension_crate_version, extension_version, install_release_script,
 };
 use snowflake_id_cluster_tests::{Client, Cluster};
 
@@ -48,7 +48,7 @@ fn extension_objects(client: &mut Client) -> Vec<(String, Option<String>)> {
 
 #[test]
 fn update_from_0_1_0_matches_a_fresh_install_and_keeps_sequences() {
-    install_release_0_1_0_script();
+    install_release_script("0.1.0");
     let cluster = Cluster::builder().start();
     let mut admin = cluster.connect();
     for database in ["old_install", "fresh_install"] {

@@ -6,9 +6,9 @@
 //!   no database's IDs move, and the later update names the objects in its way and their owner;
 //! - a member of the extension owned by a role that is not a superuser is refused, not read;
 //! - a floor relation a superuser took out of the extension moves no IDs, however far ahead;
-//! - a role granted `snowflake_raise_floor` in one database can move the IDs of every database
-//!   at most `reserve_ahead` + 60 s past the wall clock, however often it calls it, and
-//!   `±infinity` get 22023;
+//! - a database's owner, which may call `snowflake_raise_floor`, can move the IDs of every
+//!   database at most `reserve_ahead` + 60 s past the wall clock, however often it calls it,
+//!   and `±infinity` get 22023;
 //! - the database's owner, not a superuser, dumps it with pg_dump (as does a member of
 //!   `pg_read_all_data`), and the dump restored into a cluster 10 minutes behind continues
 //!   above every stored ID once a superuser accepted its floor (alice, who owns the database,
@@ -18,8 +18,8 @@
 
 use snowflake_id_cluster_tests::fixtures::{
     assert_no_id_reissued, assert_server_clock_offset, column, command_output, count,
-    default_id_unix_ms, failure, insert_load, install_release_0_1_0_script, load_after,
-    real_now_us, text, Issued, DEFAULT_IDS_TABLE, MINUTE_US,
+    default_id_unix_ms, failure, insert_load, install_release_script, load_after, real_now_us,
+    text, Issued, DEFAULT_IDS_TABLE, MINUTE_US,
 };
 use snowflake_id_cluster_tests::{Client, Cluster, InDatabase};
 
@@ -35,7 +35,7 @@ fn lead_ms(client: &mut Client) -> i64 {
 #[test]
 fn a_roles_sequences_named_like_the_floor_move_no_ids_and_the_update_names_them() {
     let test = "sequences named like the floor in a 0.4.0 database";
-    install_release_0_1_0_script();
+    install_release_script("0.1.0");
     let cluster = Cluster::builder().start();
     let mut admin = cluster.connect();
     for statement in [
@@ -203,23 +203,20 @@ fn a_floor_relation_taken_out_of_the_extension_moves_no_ids() {
 }
 
 #[test]
-fn a_granted_raise_moves_every_database_at_most_a_minute_past_the_wall_clock() {
-    let test = "snowflake_raise_floor granted to a role";
+fn a_database_owners_raise_moves_every_database_at_most_a_minute_past_the_wall_clock() {
+    let test = "snowflake_raise_floor by the owner of one database";
     let cluster = Cluster::builder().start();
     let mut admin = cluster.connect();
     for statement in [
         "CREATE ROLE cutover LOGIN",
-        "CREATE DATABASE moved",
+        "CREATE DATABASE moved OWNER cutover",
         "CREATE DATABASE bystander",
     ] {
         admin.batch_execute(statement).unwrap();
     }
     let mut moved_admin = cluster.connect_to("moved");
     moved_admin
-        .batch_execute(
-            "CREATE EXTENSION snowflake_id;
-             GRANT EXECUTE ON FUNCTION snowflake_raise_floor(timestamptz) TO cutover;",
-        )
+        .batch_execute("CREATE EXTENSION snowflake_id")
         .unwrap();
     let mut bystander = cluster.connect_to("bystander");
     bystander

@@ -222,8 +222,9 @@ pub fn learn<F: FloorRelation>(view: &mut FloorView, relation: &mut F) -> Result
 }
 
 /// `snowflake_raise_floor` (and the cut-over of a move): no ID from now on, by any session of
-/// this server or by a server that gets its WAL or this database, is at or below `until`. This
-/// server's sessions first (the durable floor, which every new tick checks), then the cluster's
+/// this server or by a server that gets its WAL or this database, is at or below `until`. The
+/// relation is read first, with its checks, so that a call refused there moves nothing; then
+/// this server's sessions (the durable floor, which every new tick checks), then the cluster's
 /// WAL (a reservation record, flushed: standbys, restored backups), then the database's relation
 /// (a WAL record, flushed). In that order a standby that has the relation's record has the
 /// reservation's too, so the value, written on a timeline it leaves at its promotion, lies below
@@ -235,20 +236,25 @@ pub fn raise_floor<R: Reservation, F: FloorRelation>(
     relation: &mut F,
     until: i64,
 ) -> Result<Cover, F::Error> {
+    // Every check first (the relation is there and its owner trusted, a value from elsewhere
+    // within the bound): a call that fails has moved nothing, in the server or in the WAL.
+    let Some(mut page) = relation.page() else {
+        return Ok(Cover::Gone);
+    };
+    read(view, relation, page)?;
     reservation.raise_durable_floor(until);
     reservation.log_durable_floor(until);
-    loop {
-        let Some(page) = relation.page() else {
-            return Ok(Cover::Gone);
-        };
-        read(view, relation, page)?;
-        if view.newest().value >= until {
-            break;
-        }
+    while view.newest().value < until {
         if let Some(written) = relation.raise(until, page) {
             view.wrote(written);
             break;
         }
+        // Somebody wrote the relation since it was read: read it again.
+        let Some(now) = relation.page() else {
+            return Ok(Cover::Gone);
+        };
+        page = now;
+        read(view, relation, page)?;
     }
     let newest = view.newest().value;
     make_durable(view, relation, newest);

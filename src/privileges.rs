@@ -1,0 +1,83 @@
+//! Privileges (docs/design.md §6, "Privileges"): who may call the functions that change what a
+//! database or the whole server issues, decided by who calls when they run, not by an ACL that
+//! a routine grant (`GRANT … ON ALL FUNCTIONS IN SCHEMA`) or a default privilege widens; and the
+//! one way the extension runs anything as another role, as PostgreSQL's maintenance commands do.
+
+use pgrx::prelude::*;
+
+use crate::errors;
+
+/// Whom a privileged function serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Caller {
+    /// Superusers only: the call moves the IDs of every database of the server, or it is what
+    /// the Citus coordinator runs on a worker.
+    Superuser,
+    /// Roles with the privileges of the database's owner (`pg_database_owner`), superusers
+    /// included: the call changes this database's sequences, or its floor within the bound.
+    DatabaseOwner,
+}
+
+impl Caller {
+    /// The roles it names, as a reader of an error message knows them.
+    pub fn described(self) -> &'static str {
+        match self {
+            Caller::Superuser => "a superuser",
+            Caller::DatabaseOwner => {
+                "the database's owner (or a role with its privileges) or a superuser"
+            }
+        }
+    }
+}
+
+/// Raises 42501, naming `function` and who may call it, unless the current role is `caller`.
+pub fn require(caller: Caller, function: &str) {
+    // SAFETY: reads this backend's current role and role memberships (syscache), inside a
+    // transaction.
+    let allowed = unsafe {
+        let role = pg_sys::GetUserId();
+        match caller {
+            Caller::Superuser => pg_sys::superuser_arg(role),
+            Caller::DatabaseOwner => {
+                pg_sys::has_privs_of_role(role, pg_sys::Oid::from(pg_sys::ROLE_PG_DATABASE_OWNER))
+            }
+        }
+    };
+    if !allowed {
+        errors::caller_not_allowed(function, caller.described()).raise();
+    }
+}
+
+/// Runs `f` as `owner` exactly as PostgreSQL runs a table owner's code in VACUUM, ANALYZE and
+/// index builds (CVE-2020-25695, CVE-2022-1552): a security-restricted operation, in a GUC nest
+/// level of its own that is rolled back afterwards (so no `set_config` inside outlives it), with
+/// the restricted `search_path` from PostgreSQL 17 on; the caller's role, security context and
+/// settings come back also when `f` raises an ERROR.
+pub fn as_owner<T>(owner: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
+    let (mut role, mut context) = (pg_sys::InvalidOid, 0);
+    // SAFETY: reads and sets the current role and context the way VACUUM does; the GUC nest
+    // level opened here is closed below, on success and on error.
+    let nest_level = unsafe {
+        pg_sys::GetUserIdAndSecContext(&mut role, &mut context);
+        pg_sys::SetUserIdAndSecContext(
+            owner,
+            context
+                | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32
+                | pg_sys::SECURITY_RESTRICTED_OPERATION as i32,
+        );
+        let nest_level = pg_sys::NewGUCNestLevel();
+        #[cfg(any(feature = "pg17", feature = "pg18"))]
+        pg_sys::RestrictSearchPath();
+        nest_level
+    };
+    PgTryBuilder::new(std::panic::AssertUnwindSafe(f))
+        .finally(|| {
+            // SAFETY: rolls back every setting changed since the nest level opened above, then
+            // restores exactly the role and context read there.
+            unsafe {
+                pg_sys::AtEOXact_GUC(false, nest_level);
+                pg_sys::SetUserIdAndSecContext(role, context);
+            }
+        })
+        .execute()
+}
