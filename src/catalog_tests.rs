@@ -18,8 +18,9 @@ mod tests {
     }
 
     /// The catalog table has no CHECK constraints (a new connection's first ID would read
-    /// pg_constraint): a layout a superuser writes by hand is validated when it is read, and an
-    /// invalid one makes no ID and decodes none.
+    /// pg_constraint): its guard trigger refuses an invalid row (23514), and one a superuser
+    /// writes past it (triggers off) is validated when it is read: it makes no ID and decodes
+    /// none.
     #[pg_test]
     fn a_layout_edited_by_hand_is_refused_when_read() {
         let hand_written = [
@@ -40,10 +41,22 @@ mod tests {
             ),
         ];
         for (name, widths, problem) in hand_written {
-            Spi::run(&format!(
+            let insert = format!(
                 "INSERT INTO snowflake_id_internal.snowflake_sequence_catalog (name, epoch, time_unit_us, time_bits,
                      node_bits, worker_bits, sequence_bits, gene_bits, created_at)
                  VALUES ('{name}', '2025-01-01 00:00:00+00', {widths}, now())"
+            );
+            let refused = error_of(&insert);
+            assert!(
+                refused.starts_with(&format!(
+                    "23514: new row of snowflake_id_internal.snowflake_sequence_catalog for \
+                     snowflake sequence \"{name}\" is refused: {problem}"
+                )),
+                "{refused}"
+            );
+            Spi::run(&format!(
+                "SET LOCAL session_replication_role = replica; {insert}; \
+                 SET LOCAL session_replication_role = origin"
             ))
             .unwrap();
             let expected =
