@@ -197,6 +197,8 @@ BEGIN
                   FROM pg_catalog.pg_type AS t
                  WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass
                    AND t.oid OPERATOR(pg_catalog.=) d.objid
+                   -- An array type (a member too from PostgreSQL 17) has its element's.
+                   AND t.typelem OPERATOR(pg_catalog.=) 0
                ) AS m
          WHERE e.extname OPERATOR(pg_catalog.=) 'snowflake_id'
     LOOP

@@ -7,7 +7,7 @@ The ordering of items is not stable, it is driven by a dependency graph.
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/lib.rs:41
+-- src/lib.rs:43
 -- bootstrap
 -- Objects the Rust functions refer to; created before them.
 
@@ -63,7 +63,7 @@ GRANT SELECT ON snowflake_sequence_catalog TO PUBLIC;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/lib.rs:43
+-- src/lib.rs:45
 -- requires:
 --   bootstrap
 
@@ -468,7 +468,7 @@ AS 'MODULE_PATHNAME', 'snowflake_to_base32_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/lib.rs:50
+-- src/lib.rs:52
 -- requires:
 --   convert_column
 --   sql_api::snowflake_create_sequence
@@ -710,7 +710,7 @@ $convert$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/lib.rs:65
+-- src/lib.rs:67
 -- requires:
 --   durable_floor_and_hardening
 --   sql_api::snowflake_citus_receive_sequence
@@ -826,7 +826,7 @@ $function$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/lib.rs:75
+-- src/lib.rs:77
 -- requires:
 --   citus
 --   sql_api::snowflake_raise_floor
@@ -922,7 +922,7 @@ AS 'MODULE_PATHNAME', 'snowflake_worker_slots_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/lib.rs:83
+-- src/lib.rs:85
 -- requires:
 --   database_floor
 --   sql_api::snowflake_worker_slots
@@ -997,7 +997,7 @@ AS 'MODULE_PATHNAME', 'snowflake_stats_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/lib.rs:95
+-- src/lib.rs:97
 -- requires:
 --   worker_spaces
 
@@ -1284,7 +1284,7 @@ $convert$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/lib.rs:105
+-- src/lib.rs:107
 -- requires:
 --   database_floor
 --   pgedge_and_setting_names
@@ -1353,7 +1353,7 @@ ALTER TABLE snowflake_sequence_catalog ALTER COLUMN created_at DROP DEFAULT;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/lib.rs:114
+-- src/lib.rs:116
 -- requires:
 --   floor_readable_and_stats
 --   sql_api::snowflake_accept_floor
@@ -1800,7 +1800,7 @@ CREATE EVENT TRIGGER snowflake_id_warn_of_stored_ids_ahead ON ddl_command_end
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/lib.rs:123
+-- src/lib.rs:125
 -- finalize
 -- snowflake_id 0.10.0 → 0.11.0: sealed by construction (docs/design.md §6, "Privileges" and its
 -- threat model; docs/reference.md "Privileges"). In a fresh install this runs too, last
@@ -2001,6 +2001,8 @@ BEGIN
                   FROM pg_catalog.pg_type AS t
                  WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass
                    AND t.oid OPERATOR(pg_catalog.=) d.objid
+                   -- An array type (a member too from PostgreSQL 17) has its element's.
+                   AND t.typelem OPERATOR(pg_catalog.=) 0
                ) AS m
          WHERE e.extname OPERATOR(pg_catalog.=) 'snowflake_id'
     LOOP

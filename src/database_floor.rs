@@ -311,6 +311,50 @@ impl FloorRelation for InDatabase<'_> {
     }
 }
 
+/// A sequence's row as its one page stores it (PostgreSQL's `FormData_pg_sequence_data`,
+/// `commands/sequence.h`, the same from 10 to 18).
+#[repr(C)]
+struct SequenceData {
+    last_value: i64,
+    /// Not read: what `nextval` may take before its next WAL record.
+    _log_cnt: i64,
+    is_called: bool,
+}
+
+/// A sequence's value (`last_value` once it was set, None before, as `pg_sequence_last_value`
+/// answers) and its page's LSN, read together under the page's share lock, or None when the
+/// relation is gone. Straight from the page: no privilege is checked, no role is switched and
+/// no code of any role runs, so a session of any role reads its database's floor relations
+/// (whose owner is a superuser, `trusted_owner`) at PostgreSQL's own cost of a page read.
+fn read_sequence_page(relation: pg_sys::Oid) -> Option<(Option<i64>, pg_sys::XLogRecPtr)> {
+    let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+    // SAFETY: a sequence relation (checked in `locate`) has one page, block 0, holding one
+    // tuple at the first item (sequence.c's read_seq_tuple reads it the same way), whose data
+    // begins `t_hoff` bytes into it with a `SequenceData`; the page is read under its share
+    // lock while pinned (writers change it under the exclusive lock), and the lock, the pin and
+    // the relation are released in the reverse order they were taken.
+    unsafe {
+        let opened = pg_sys::try_relation_open(relation, lock);
+        if opened.is_null() {
+            return None;
+        }
+        let buffer = pg_sys::ReadBuffer(opened, 0);
+        pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_SHARE as i32);
+        let page = pg_sys::BufferGetPage(buffer);
+        let lsn = pg_sys::BufferGetLSNAtomic(buffer);
+        let item = pg_sys::PageGetItem(page, pg_sys::PageGetItemId(page, 1)).cast::<u8>();
+        let header = item.cast::<pg_sys::HeapTupleHeaderData>();
+        let data = item
+            .add(usize::from((*header).t_hoff))
+            .cast::<SequenceData>()
+            .read_unaligned();
+        pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_UNLOCK as i32);
+        pg_sys::ReleaseBuffer(buffer);
+        pg_sys::relation_close(opened, pg_sys::NoLock as pg_sys::LOCKMODE);
+        Some((data.is_called.then_some(data.last_value), lsn))
+    }
+}
+
 /// The end of this backend's last WAL record (what `setval` just inserted): the LSN it left on
 /// the sequence's page.
 fn last_record_end() -> pg_sys::XLogRecPtr {
@@ -327,19 +371,10 @@ struct Relations {
 }
 
 impl Relations {
-    /// The sequence's value (None before it was first set). Only the owner may read it (no
-    /// privileges for PUBLIC); pg_sequence_last_value is PostgreSQL's own function and runs no
-    /// code of any role.
+    /// The sequence's value (None before it was first set), as `pg_sequence_last_value`
+    /// answers it, and its page's LSN (see [`read_sequence_page`]).
     fn value(&self, relation: pg_sys::Oid) -> Option<i64> {
-        as_owner(self.owner, || {
-            // SAFETY: a built-in function of one regclass argument, called with one.
-            unsafe {
-                pgrx::direct_function_call::<i64>(
-                    pg_sys::pg_sequence_last_value,
-                    &[relation.into_datum()],
-                )
-            }
-        })
+        read_sequence_page(relation).and_then(|(value, _)| value)
     }
 
     /// The end of the last WAL record that changed the sequence's page, or None when the
@@ -372,20 +407,14 @@ impl Relations {
         Self::page_lsn(self.floor)
     }
 
-    /// The floor's value (i64::MIN before it was first set) and its page's LSN, read before
-    /// and after the value until both agree, so the end of the record that wrote it (bounded by
-    /// the insert position, for a page `pg_upgrade` brought from another cluster's WAL).
+    /// The floor's value (i64::MIN before it was first set) and its page's LSN, read together,
+    /// so the end of the record that wrote it (bounded by the insert position, for a page
+    /// `pg_upgrade` brought from another cluster's WAL).
     fn current(&self) -> LoggedValue {
-        loop {
-            let before = Self::page_lsn(self.floor).unwrap_or(0);
-            let value = self.value(self.floor).unwrap_or(i64::MIN);
-            let after = Self::page_lsn(self.floor).unwrap_or(0);
-            if before == after {
-                return LoggedValue {
-                    value,
-                    lsn: after.min(flushable_insert_position()),
-                };
-            }
+        let (value, lsn) = read_sequence_page(self.floor).unwrap_or((None, 0));
+        LoggedValue {
+            value: value.unwrap_or(i64::MIN),
+            lsn: lsn.min(flushable_insert_position()),
         }
     }
 

@@ -639,6 +639,19 @@ pub fn caller_not_allowed(function: &str, allowed: &str) -> Error {
     )
 }
 
+/// A role that is not a superuser locks the extension's state in a mode that would make other
+/// sessions' IDs wait (`maintenance.rs`).
+pub fn maintenance_of_the_state(relation: &str) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+        format!(
+            "only a superuser may lock, VACUUM FULL, CLUSTER or REINDEX {relation}: it is \
+             snowflake_id's state, and every session's IDs wait while it is locked"
+        ),
+        Some("Autovacuum keeps it; a superuser may run the command if it is ever needed.".into()),
+    )
+}
+
 /// `snowflake_raise_floor` was given `infinity` or `-infinity`.
 pub fn floor_not_finite(until: &str) -> Error {
     Error::new(

@@ -4,7 +4,8 @@
 //! value is in the pure core crate `snowflake_id_core` (crates/snowflake_id_core).
 //! Glue files, named by what they face: `gucs`, `shared_memory`, `system_clock`, `cluster_time`,
 //! `reservation`, `reservation_worker`, `catalog`, `sequence_cache`, `database_floor`,
-//! `backend`, `citus`, `sql_api`, `stored_ids`, `privileges`, `timestamps`, `errors`.
+//! `backend`, `citus`, `sql_api`, `stored_ids`, `privileges`, `maintenance`, `timestamps`,
+//! `errors`.
 
 use pgrx::prelude::*;
 
@@ -15,6 +16,7 @@ mod cluster_time;
 mod database_floor;
 mod errors;
 mod gucs;
+mod maintenance;
 mod privileges;
 mod reservation;
 mod reservation_worker;
@@ -144,6 +146,7 @@ pub extern "C-unwind" fn _PG_init() {
     reservation::register_wal_resource_manager();
     shared_memory::install_hooks(reservation::write_floor_at_shutdown);
     citus::install_hooks();
+    maintenance::install_hook();
     reservation_worker::register();
 }
 

@@ -14,8 +14,8 @@
 //! where each fails.
 
 use snowflake_id_cluster_tests::fixtures::{
-    assert_server_clock_offset, count, default_id_unix_ms, extension_relation, failure, min_new_id,
-    real_now_us, text, MINUTE_US,
+    assert_server_clock_offset, cluster_with_tenant, count, default_id_unix_ms, extension_relation,
+    failure, min_new_id, real_now_us, text, MINUTE_US,
 };
 use snowflake_id_cluster_tests::{Client, Cluster};
 
@@ -425,21 +425,9 @@ fn a_floor_beyond_the_trusted_lead_waits_for_a_superuser() {
 /// value the owner planted 30 s ahead moves no ID: it is only reported.
 #[test]
 fn an_index_over_planted_ids_runs_no_owner_code_as_another_role_and_moves_no_id() {
-    let cluster = Cluster::builder().start();
-    let mut admin = cluster.connect();
-    admin
-        .batch_execute(
-            "CREATE ROLE tenant LOGIN;
-             CREATE ROLE dba LOGIN;
-             GRANT tenant TO dba;
-             GRANT CREATE ON SCHEMA public TO tenant;
-             CREATE EXTENSION snowflake_id;",
-        )
-        .unwrap();
-    cluster
-        .connect_as("postgres", "tenant")
-        .batch_execute(
-            "CREATE TABLE public.foreign_calls (caller name NOT NULL);
+    let cluster = cluster_with_tenant(
+        "CREATE ROLE dba LOGIN; GRANT tenant TO dba;",
+        "CREATE TABLE public.foreign_calls (caller name NOT NULL);
              GRANT INSERT ON public.foreign_calls TO PUBLIC;
              CREATE FUNCTION public.record_caller() RETURNS boolean LANGUAGE plpgsql AS $$
              BEGIN
@@ -453,8 +441,8 @@ fn an_index_over_planted_ids_runs_no_owner_code_as_another_role_and_moves_no_id(
              ALTER TABLE public.planted ENABLE ROW LEVEL SECURITY;
              ALTER TABLE public.planted FORCE ROW LEVEL SECURITY;
              CREATE POLICY everyone ON public.planted USING (public.record_caller());",
-        )
-        .unwrap();
+    );
+    let mut admin = cluster.connect();
     cluster
         .connect_as("postgres", "dba")
         .batch_execute("CREATE INDEX ON public.planted (id)")

@@ -11,27 +11,17 @@
 //! - a superuser's `snowflake_raise_floor` refused (the floor relation given to a role that is
 //!   not a superuser) leaves the server's floor where it was;
 //! - IDs a table's owner planted a day ahead give a WARNING that names that owner, how far ahead
-//!   every database's IDs would go, and that accepting is a superuser's decision.
+//!   every database's IDs would go, and that accepting is a superuser's decision;
+//! - locks that would make other sessions' IDs wait (`LOCK TABLE`, and on 17+ `pg_maintain`'s
+//!   `VACUUM FULL`, `CLUSTER`, `REINDEX`) are refused to roles that are not superusers.
 
-use snowflake_id_cluster_tests::fixtures::{count, failure, text};
-use snowflake_id_cluster_tests::Cluster;
+use snowflake_id_cluster_tests::fixtures::{cluster_with_tenant, count, failure, text};
+use snowflake_id_cluster_tests::{pg_major, Cluster};
 
 #[test]
 fn a_table_owners_policy_never_runs_in_a_superusers_alter_table() {
-    let cluster = Cluster::builder().start();
-    let mut admin = cluster.connect();
-    admin
-        .batch_execute(
-            "CREATE ROLE tenant LOGIN;
-             GRANT CREATE ON SCHEMA public TO tenant;
-             CREATE SCHEMA trap;
-             GRANT USAGE, CREATE ON SCHEMA trap TO tenant;
-             CREATE EXTENSION snowflake_id;",
-        )
-        .unwrap();
-    cluster
-        .connect_as("postgres", "tenant")
-        .batch_execute(
+    let cluster = cluster_with_tenant(
+        "CREATE SCHEMA trap; GRANT USAGE, CREATE ON SCHEMA trap TO tenant;",
             "CREATE TABLE public.policy_runs (who name NOT NULL);
              GRANT INSERT ON public.policy_runs TO PUBLIC;
              CREATE FUNCTION trap.now() RETURNS timestamptz LANGUAGE plpgsql AS $$
@@ -50,8 +40,8 @@ fn a_table_owners_policy_never_runs_in_a_superusers_alter_table() {
              ALTER TABLE public.keyed ENABLE ROW LEVEL SECURITY;
              ALTER TABLE public.keyed FORCE ROW LEVEL SECURITY;
              CREATE POLICY everyone ON public.keyed USING (public.sticky());",
-        )
-        .unwrap();
+    );
+    let mut admin = cluster.connect();
     let before = text(&mut admin, "SHOW search_path");
     admin
         .batch_execute("ALTER TABLE public.keyed ADD COLUMN added int")
@@ -203,26 +193,12 @@ fn a_refused_raise_of_the_floor_moves_nothing() {
 
 #[test]
 fn ids_a_tenant_planted_ahead_are_reported_as_the_tenants_with_the_cost_of_accepting_them() {
-    let cluster = Cluster::builder().start();
-    let mut admin = cluster.connect();
-    admin
-        .batch_execute(
-            "CREATE ROLE tenant LOGIN;
-             GRANT CREATE ON SCHEMA public TO tenant;
-             CREATE EXTENSION snowflake_id;",
-        )
-        .unwrap();
-    cluster
-        .connect_as("postgres", "tenant")
-        .batch_execute(
-            "CREATE TABLE public.planted (id bigint DEFAULT snowflake_nextval(), note text);
-             INSERT INTO public.planted (id) VALUES (snowflake_max_id(now() + interval '1 day'));",
-        )
-        .unwrap();
-    cluster
-        .connect_as("postgres", "tenant")
-        .batch_execute("CREATE INDEX ON public.planted (id)")
-        .unwrap();
+    let cluster = cluster_with_tenant(
+        "",
+        "CREATE TABLE public.planted (id bigint DEFAULT snowflake_nextval(), note text);
+         INSERT INTO public.planted (id) VALUES (snowflake_max_id(now() + interval '1 day'));
+         CREATE INDEX ON public.planted (id);",
+    );
     let logged = cluster.server_log();
     let warning = logged
         .lines()
@@ -246,4 +222,93 @@ fn ids_a_tenant_planted_ahead_are_reported_as_the_tenants_with_the_cost_of_accep
             "the hint does not say {said:?}: {warning}"
         );
     }
+}
+
+/// Locks that would make other sessions' IDs wait are a superuser's: the database's owner and a
+/// `pg_write_all_data` member (`LOCK TABLE … IN ACCESS EXCLUSIVE MODE`, which their `UPDATE`
+/// allows) and, from PostgreSQL 17, a `pg_maintain` member (`LOCK`, `VACUUM FULL`, `CLUSTER`,
+/// `REINDEX`) get 42501 on the extension's relations; `pg_dump`'s `ACCESS SHARE` lock and
+/// maintenance of the whole database go through.
+#[test]
+fn locks_that_stop_ids_are_for_superusers_only() {
+    let cluster = Cluster::builder().start();
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute("CREATE ROLE dbo LOGIN; CREATE ROLE writer LOGIN IN ROLE pg_write_all_data;")
+        .unwrap();
+    admin
+        .batch_execute("CREATE DATABASE shop OWNER dbo")
+        .unwrap();
+    cluster
+        .connect_to("shop")
+        .batch_execute("CREATE EXTENSION snowflake_id")
+        .unwrap();
+    let mut roles = vec![
+        (
+            "dbo",
+            vec!["LOCK TABLE snowflake_id_internal.snowflake_floor IN ACCESS EXCLUSIVE MODE"],
+        ),
+        (
+            "writer",
+            vec![
+                "LOCK TABLE snowflake_id_internal.snowflake_sequence_catalog IN ACCESS EXCLUSIVE MODE",
+                "LOCK TABLE snowflake_id_internal.snowflake_floor_writer IN SHARE MODE",
+            ],
+        ),
+    ];
+    if pg_major() >= 17 {
+        admin
+            .batch_execute("CREATE ROLE maintainer LOGIN IN ROLE pg_maintain")
+            .unwrap();
+        roles.push((
+            "maintainer",
+            vec![
+                "LOCK TABLE snowflake_id_internal.snowflake_sequence_catalog",
+                "VACUUM FULL snowflake_id_internal.snowflake_sequence_catalog",
+                "CLUSTER snowflake_id_internal.snowflake_sequence_catalog \
+                 USING snowflake_sequence_catalog_pkey",
+                "REINDEX TABLE snowflake_id_internal.snowflake_sequence_catalog",
+                "REINDEX INDEX snowflake_id_internal.snowflake_sequence_catalog_pkey",
+                "REINDEX SCHEMA snowflake_id_internal",
+            ],
+        ));
+    }
+    for (role, statements) in &roles {
+        let mut client = cluster.connect_as("shop", role);
+        for statement in statements {
+            // LOCK needs a transaction block; the others refuse one.
+            let sql = if statement.starts_with("LOCK") {
+                format!("BEGIN; {statement}; COMMIT")
+            } else {
+                statement.to_string()
+            };
+            let (code, message, _) = failure(&mut client, &sql);
+            println!("[{role}] {statement}: {code} {message}");
+            assert_eq!(code, "42501", "{role}: {statement}: {message}");
+            client.batch_execute("ROLLBACK").unwrap();
+        }
+        // What pg_dump takes, and a lock that leaves IDs alone, go through.
+        client
+            .batch_execute(
+                "BEGIN;
+                 LOCK TABLE snowflake_id_internal.snowflake_sequence_catalog IN ACCESS SHARE MODE;
+                 COMMIT;",
+            )
+            .unwrap();
+    }
+    if pg_major() >= 17 {
+        // Maintenance of the whole database processes the catalog table like any other.
+        cluster
+            .connect_as("shop", "maintainer")
+            .batch_execute("VACUUM FULL")
+            .unwrap();
+    }
+    assert!(
+        cluster
+            .connect_to("shop")
+            .query_one("SELECT snowflake_nextval()", &[])
+            .unwrap()
+            .get::<_, i64>(0)
+            > 0
+    );
 }
