@@ -2001,8 +2001,10 @@ BEGIN
                   FROM pg_catalog.pg_type AS t
                  WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass
                    AND t.oid OPERATOR(pg_catalog.=) d.objid
-                   -- An array type (a member too from PostgreSQL 17) has its element's.
+                   -- An array type and a relation's row type (members too from PostgreSQL
+                   -- 17) have their element's and their relation's.
                    AND t.typelem OPERATOR(pg_catalog.=) 0
+                   AND t.typrelid OPERATOR(pg_catalog.=) 0
                ) AS m
          WHERE e.extname OPERATOR(pg_catalog.=) 'snowflake_id'
     LOOP

@@ -113,8 +113,8 @@ fn documented_privileges() -> BTreeMap<(String, String), (BTreeSet<String>, BTre
     documented
 }
 
-/// Every member of the extension with a privileges column (an array type, a member from
-/// PostgreSQL 17 on, has its element's): kind, name (without schema), and
+/// Every member of the extension with a privileges column (an array type and a relation's row
+/// type, members from PostgreSQL 17 on, have their element's and their relation's): kind, name (without schema), and
 /// the privileges of `PUBLIC` and of `pg_database_owner`, and of any other role but the
 /// owner (`role: PRIVILEGE`).
 const MEMBER_PRIVILEGES: &str = "
@@ -139,7 +139,7 @@ const MEMBER_PRIVILEGES: &str = "
         SELECT 'type', t.typname::text, t.typacl, t.typowner
           FROM members m JOIN pg_catalog.pg_type t
             ON m.classid = 'pg_catalog.pg_type'::pg_catalog.regclass AND t.oid = m.objid
-         WHERE t.typelem = 0)
+         WHERE t.typelem = 0 AND t.typrelid = 0)
     SELECT o.kind, o.name,
            ARRAY(SELECT DISTINCT a.privilege_type FROM pg_catalog.aclexplode(o.acl) a
                   WHERE a.grantee = 0 ORDER BY 1),
