@@ -484,6 +484,7 @@ fn check(
     checks: Option<&'static str>,
     recoveries: bool,
     depth: usize,
+    threads: usize,
 ) -> Vec<(&'static str, String)> {
     let started = Instant::now();
     let checker = ProtocolModel {
@@ -492,7 +493,7 @@ fn check(
         checks,
     }
     .checker()
-    .threads(2)
+    .threads(threads)
     .target_max_depth(depth)
     .spawn_dfs()
     .join();
@@ -524,7 +525,11 @@ fn assert_caught(bug: Bug, property: &'static str, recoveries: bool) {
         true => MAX_DEPTH_WITH_RECOVERIES,
         false => MAX_DEPTH,
     };
-    let found = check(bug, Some(property), recoveries, depth);
+    // One thread: a depth-bounded search that skips states it has seen can miss a path that
+    // reaches one of them at a smaller depth; with two threads which path comes first depends
+    // on the machine's speed (a run beside other work once missed the seeded bug), with one it
+    // is the same every run.
+    let found = check(bug, Some(property), recoveries, depth, 1);
     let (name, path) = found
         .iter()
         .find(|(name, _)| *name == property)
@@ -542,12 +547,12 @@ fn assert_kept(found: Vec<(&'static str, String)>) {
 
 #[test]
 fn the_protocol_keeps_its_promise_in_every_reachable_state() {
-    assert_kept(check(Bug::None, None, false, MAX_DEPTH));
+    assert_kept(check(Bug::None, None, false, MAX_DEPTH, 2));
 }
 
 #[test]
 fn the_protocol_keeps_its_promise_through_point_in_time_recovery_to_any_point() {
-    assert_kept(check(Bug::None, None, true, MAX_DEPTH_WITH_RECOVERIES));
+    assert_kept(check(Bug::None, None, true, MAX_DEPTH_WITH_RECOVERIES, 2));
 }
 
 #[test]
