@@ -327,31 +327,48 @@ struct SequenceData {
 /// no code of any role runs, so a session of any role reads its database's floor relations
 /// (whose owner is a superuser, `trusted_owner`) at PostgreSQL's own cost of a page read.
 fn read_sequence_page(relation: pg_sys::Oid) -> Option<(Option<i64>, pg_sys::XLogRecPtr)> {
+    with_sequence_page(relation, |buffer| {
+        // SAFETY: the page holds one tuple at the first item (sequence.c's read_seq_tuple reads
+        // it the same way), whose data begins `t_hoff` bytes into it with a `SequenceData`; it
+        // is read under the page's share lock (writers change it under the exclusive lock),
+        // released before the pin.
+        unsafe {
+            pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_SHARE as i32);
+            let page = pg_sys::BufferGetPage(buffer);
+            let lsn = pg_sys::BufferGetLSNAtomic(buffer);
+            let item = pg_sys::PageGetItem(page, pg_sys::PageGetItemId(page, 1)).cast::<u8>();
+            let header = item.cast::<pg_sys::HeapTupleHeaderData>();
+            let data = item
+                .add(usize::from((*header).t_hoff))
+                .cast::<SequenceData>()
+                .read_unaligned();
+            pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_UNLOCK as i32);
+            (data.is_called.then_some(data.last_value), lsn)
+        }
+    })
+}
+
+/// `read` of the pinned page of sequence `relation` (block 0, its only one), or None when the
+/// relation is gone. The relation's lock is kept to the end of the transaction: the next
+/// tick's look takes it again without a trip to the lock manager's shared table.
+fn with_sequence_page<T>(
+    relation: pg_sys::Oid,
+    read: impl FnOnce(pg_sys::Buffer) -> T,
+) -> Option<T> {
     let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
-    // SAFETY: a sequence relation (checked in `locate`) has one page, block 0, holding one
-    // tuple at the first item (sequence.c's read_seq_tuple reads it the same way), whose data
-    // begins `t_hoff` bytes into it with a `SequenceData`; the page is read under its share
-    // lock while pinned (writers change it under the exclusive lock), and the lock, the pin and
-    // the relation are released in the reverse order they were taken.
+    // SAFETY: a sequence relation (checked in `locate`) has one page, block 0; it stays pinned
+    // while `read` runs, and the pin and the relation are released in the order they were
+    // taken (an ERROR in `read` releases both at the abort).
     unsafe {
         let opened = pg_sys::try_relation_open(relation, lock);
         if opened.is_null() {
             return None;
         }
         let buffer = pg_sys::ReadBuffer(opened, 0);
-        pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_SHARE as i32);
-        let page = pg_sys::BufferGetPage(buffer);
-        let lsn = pg_sys::BufferGetLSNAtomic(buffer);
-        let item = pg_sys::PageGetItem(page, pg_sys::PageGetItemId(page, 1)).cast::<u8>();
-        let header = item.cast::<pg_sys::HeapTupleHeaderData>();
-        let data = item
-            .add(usize::from((*header).t_hoff))
-            .cast::<SequenceData>()
-            .read_unaligned();
-        pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_UNLOCK as i32);
+        let result = read(buffer);
         pg_sys::ReleaseBuffer(buffer);
         pg_sys::relation_close(opened, pg_sys::NoLock as pg_sys::LOCKMODE);
-        Some((data.is_called.then_some(data.last_value), lsn))
+        Some(result)
     }
 }
 
@@ -381,22 +398,10 @@ impl Relations {
     /// relation is gone (dropped since it was looked up). No privilege is checked and no code
     /// of any role runs: the relation is opened and its one page pinned.
     fn page_lsn(relation: pg_sys::Oid) -> Option<pg_sys::XLogRecPtr> {
-        let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
-        // SAFETY: a sequence relation (checked in `locate`) has one page, block 0; it is read
-        // while pinned, and the pin and the relation are released in the order they were taken.
-        unsafe {
-            let opened = pg_sys::try_relation_open(relation, lock);
-            if opened.is_null() {
-                return None;
-            }
-            let buffer = pg_sys::ReadBuffer(opened, 0);
-            let lsn = pg_sys::BufferGetLSNAtomic(buffer);
-            pg_sys::ReleaseBuffer(buffer);
-            // The lock is kept to the end of the transaction: the next tick's look takes it
-            // again without a trip to the lock manager's shared table.
-            pg_sys::relation_close(opened, pg_sys::NoLock as pg_sys::LOCKMODE);
-            Some(lsn)
-        }
+        // SAFETY: reads the LSN of a pinned buffer.
+        with_sequence_page(relation, |buffer| unsafe {
+            pg_sys::BufferGetLSNAtomic(buffer)
+        })
     }
 
     /// The floor relation's page LSN: any change to it (this server's write, a restore's

@@ -16,7 +16,26 @@
 //!   `VACUUM FULL`, `CLUSTER`, `REINDEX`) are refused to roles that are not superusers.
 
 use snowflake_id_cluster_tests::fixtures::{cluster_with_tenant, count, failure, text};
-use snowflake_id_cluster_tests::{pg_major, Cluster};
+use snowflake_id_cluster_tests::{pg_major, Client, Cluster};
+
+/// A cluster with database `shop`, owned by the login role `dbo` (not a superuser), where a
+/// superuser created the extension, and the roles `roles` creates; and a superuser's session.
+fn shop_of_dbo(roles: &str) -> (Cluster, Client) {
+    let cluster = Cluster::builder().start();
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute(&format!("CREATE ROLE dbo LOGIN; {roles}"))
+        .unwrap();
+    // Alone: CREATE DATABASE cannot run in the implicit transaction of a batch.
+    admin
+        .batch_execute("CREATE DATABASE shop OWNER dbo")
+        .unwrap();
+    cluster
+        .connect_to("shop")
+        .batch_execute("CREATE EXTENSION snowflake_id")
+        .unwrap();
+    (cluster, admin)
+}
 
 #[test]
 fn a_table_owners_policy_never_runs_in_a_superusers_alter_table() {
@@ -110,18 +129,7 @@ fn grants_on_the_views_change_nothing_through_them() {
 
 #[test]
 fn the_catalog_takes_only_rows_it_can_serve() {
-    let cluster = Cluster::builder().start();
-    let mut admin = cluster.connect();
-    admin
-        .batch_execute("CREATE ROLE dbo LOGIN; CREATE ROLE reader LOGIN")
-        .unwrap();
-    admin
-        .batch_execute("CREATE DATABASE shop OWNER dbo")
-        .unwrap();
-    cluster
-        .connect_to("shop")
-        .batch_execute("CREATE EXTENSION snowflake_id")
-        .unwrap();
+    let (cluster, _) = shop_of_dbo("CREATE ROLE reader LOGIN");
     let mut owner = cluster.connect_as("shop", "dbo");
     let columns = "(name, preset, epoch, time_unit_us, time_bits, node_bits, worker_bits, \
                    sequence_bits, gene_bits, created_at)";
@@ -231,18 +239,7 @@ fn ids_a_tenant_planted_ahead_are_reported_as_the_tenants_with_the_cost_of_accep
 /// maintenance of the whole database go through.
 #[test]
 fn locks_that_stop_ids_are_for_superusers_only() {
-    let cluster = Cluster::builder().start();
-    let mut admin = cluster.connect();
-    admin
-        .batch_execute("CREATE ROLE dbo LOGIN; CREATE ROLE writer LOGIN IN ROLE pg_write_all_data;")
-        .unwrap();
-    admin
-        .batch_execute("CREATE DATABASE shop OWNER dbo")
-        .unwrap();
-    cluster
-        .connect_to("shop")
-        .batch_execute("CREATE EXTENSION snowflake_id")
-        .unwrap();
+    let (cluster, mut admin) = shop_of_dbo("CREATE ROLE writer LOGIN IN ROLE pg_write_all_data");
     let mut roles = vec![
         (
             "dbo",
