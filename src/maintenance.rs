@@ -3,8 +3,8 @@
 //! floor relations, so a lock that conflicts with those reads and writes, held or only queued,
 //! makes every other session of the database wait. PostgreSQL lets roles that are not
 //! superusers take such locks on them: `pg_maintain` and the `MAINTAIN` privilege (17+:
-//! `LOCK TABLE`, `VACUUM FULL`, `CLUSTER`, `REINDEX`), the database's owner and
-//! `pg_write_all_data` members (`LOCK TABLE … IN ACCESS EXCLUSIVE MODE` through `UPDATE`). A
+//! `LOCK TABLE`, `VACUUM FULL`, `CLUSTER`, `REINDEX`), and `pg_write_all_data` members
+//! (`LOCK TABLE … IN ACCESS EXCLUSIVE MODE` on the catalog table, through `UPDATE`). A
 //! utility hook refuses those commands (42501) when they name a relation of the extension's
 //! own schema and the caller is not a superuser. Lighter locks (`pg_dump`'s `ACCESS SHARE`)
 //! and maintenance of the whole database (which takes each relation's lock for as long as its
