@@ -43,15 +43,7 @@ impl CatalogTable {
     /// The table's owner (the superuser who created the extension): privileged functions write
     /// the table as this role (`privileges::as_owner`).
     pub fn owner(&self) -> pg_sys::Oid {
-        let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
-        // SAFETY: opens the extension's catalog table (it exists: it was located in this
-        // transaction) to read its owner from the relcache entry, then closes it.
-        unsafe {
-            let table = pg_sys::relation_open(self.oid, lock);
-            let owner = (*(*table).rd_rel).relowner;
-            pg_sys::relation_close(table, lock);
-            owner
-        }
+        relation_owner(self.oid)
     }
 
     /// The schema of the extension's user-facing functions and views, quoted for SQL text and
@@ -59,6 +51,19 @@ impl CatalogTable {
     pub fn extension_schema(&self) -> String {
         // SAFETY: a syscache lookup inside a transaction; the name is copied at once.
         unsafe { quoted(pg_sys::get_namespace_name(self.extension_namespace)) }
+    }
+}
+
+/// The owner of `relation`, which exists, from its relcache entry; the relation stays locked
+/// (`ACCESS SHARE`) to the end of the transaction, so the answer holds that long.
+pub fn relation_owner(relation: pg_sys::Oid) -> pg_sys::Oid {
+    // SAFETY: opens an existing relation (the caller found it in this transaction) to read its
+    // owner, then closes it keeping the lock.
+    unsafe {
+        let opened = pg_sys::relation_open(relation, ACCESS_SHARE);
+        let owner = (*(*opened).rd_rel).relowner;
+        pg_sys::relation_close(opened, pg_sys::NoLock as pg_sys::LOCKMODE);
+        owner
     }
 }
 
@@ -256,6 +261,11 @@ pub struct RowVersion {
 /// The longest sequence name, in bytes (PostgreSQL's identifier limit).
 pub const MAX_NAME_BYTES: usize = 63;
 
+/// Whether `name` can name a sequence: 1 to `MAX_NAME_BYTES` bytes.
+pub fn name_fits(name: &str) -> bool {
+    !name.is_empty() && name.len() <= MAX_NAME_BYTES
+}
+
 /// The layout of sequence `name` and its row's version, or None when no such sequence exists:
 /// without SQL (see `find`), one probe of the catalog table's primary key, or a read of the
 /// table when it has one page (a new connection's first ID then opens no index).
@@ -337,62 +347,66 @@ pub fn load_layout(catalog: &CatalogTable, name: &str) -> Option<(Layout, RowVer
     Some((layout, version))
 }
 
+/// The value of column `column` of a catalog row, found by name in the row's descriptor (a
+/// syscache probe per column would cost a new connection's first ID more than the rest of the
+/// look-up); None when the column is missing or NULL.
+///
+/// # Safety
+/// `row` is a tuple of the catalog table whose descriptor is `descriptor`, valid for the call.
+unsafe fn stored_value(
+    row: pg_sys::HeapTuple,
+    descriptor: pg_sys::TupleDesc,
+    column: &str,
+) -> Option<pg_sys::Datum> {
+    // SAFETY: see the contract.
+    unsafe {
+        PgTupleDesc::from_pg_unchecked(descriptor)
+            .iter()
+            .find(|attribute| !attribute.is_dropped() && attribute.name() == column)
+            .and_then(|attribute| NonZeroUsize::new(attribute.num().max(0) as usize))
+            .and_then(|number| pgrx::heap_getattr_raw(row, number, descriptor))
+    }
+}
+
 /// The layout a catalog row holds, as stored (not validated): a missing or NULL field reads as
 /// a value no layout has.
 ///
 /// # Safety
-/// `row` is a tuple of the catalog table whose descriptor is `descriptor`, valid for the call.
+/// As for [`stored_value`].
 unsafe fn stored_layout(row: pg_sys::HeapTuple, descriptor: pg_sys::TupleDesc) -> Layout {
-    // SAFETY: see the contract; columns are found by name in the descriptor (a syscache probe
-    // per column would cost a new connection's first ID more than the rest of the look-up).
-    unsafe {
-        let columns = PgTupleDesc::from_pg_unchecked(descriptor);
-        let value = |attribute: &str| {
-            columns
-                .iter()
-                .find(|column| !column.is_dropped() && column.name() == attribute)
-                .and_then(|column| NonZeroUsize::new(column.num().max(0) as usize))
-                .and_then(|number| pgrx::heap_getattr_raw(row, number, descriptor))
-        };
-        let width = |attribute| {
-            value(attribute).map_or(u8::MAX, |datum| {
-                i32::from_datum(datum, false).unwrap_or(-1).clamp(0, 255) as u8
-            })
-        };
-        Layout {
-            time_bits: width("time_bits"),
-            node_bits: width("node_bits"),
-            worker_bits: width("worker_bits"),
-            sequence_bits: width("sequence_bits"),
-            gene_bits: width("gene_bits"),
-            time_unit_us: value("time_unit_us")
-                .and_then(|datum| i64::from_datum(datum, false))
-                .unwrap_or(0),
-            epoch_unix_us: value("epoch")
-                .and_then(|datum| TimestampWithTimeZone::from_datum(datum, false))
-                .map_or(i64::MIN, timestamps::unix_us),
-        }
+    // SAFETY: see the contract.
+    let value = |column| unsafe { stored_value(row, descriptor, column) };
+    let width = |column| {
+        value(column).map_or(u8::MAX, |datum| {
+            // SAFETY: the catalog's width columns are integers.
+            unsafe { i32::from_datum(datum, false) }
+                .unwrap_or(-1)
+                .clamp(0, 255) as u8
+        })
+    };
+    Layout {
+        time_bits: width("time_bits"),
+        node_bits: width("node_bits"),
+        worker_bits: width("worker_bits"),
+        sequence_bits: width("sequence_bits"),
+        gene_bits: width("gene_bits"),
+        // SAFETY: time_unit_us is a bigint, epoch a timestamptz.
+        time_unit_us: value("time_unit_us")
+            .and_then(|datum| unsafe { i64::from_datum(datum, false) })
+            .unwrap_or(0),
+        epoch_unix_us: value("epoch")
+            .and_then(|datum| unsafe { TimestampWithTimeZone::from_datum(datum, false) })
+            .map_or(i64::MIN, timestamps::unix_us),
     }
 }
 
-/// The name a catalog row holds (None when NULL or not text).
+/// The name a catalog row holds (None when NULL).
 ///
 /// # Safety
-/// As for [`stored_layout`].
+/// As for [`stored_value`].
 unsafe fn stored_name(row: pg_sys::HeapTuple, descriptor: pg_sys::TupleDesc) -> Option<String> {
-    // SAFETY: see the contract.
-    unsafe {
-        let columns = PgTupleDesc::from_pg_unchecked(descriptor);
-        let column = columns
-            .iter()
-            .find(|column| !column.is_dropped() && column.name() == "name")?;
-        let datum = pgrx::heap_getattr_raw(
-            row,
-            NonZeroUsize::new(column.num().max(0) as usize)?,
-            descriptor,
-        )?;
-        String::from_datum(datum, false)
-    }
+    // SAFETY: see the contract; the name column is text.
+    unsafe { String::from_datum(stored_value(row, descriptor, "name")?, false) }
 }
 
 /// Every sequence of the catalog: name, preset and layout, in name order.
@@ -506,7 +520,7 @@ unsafe fn refuse_unservable_row(row: pg_sys::HeapTuple, descriptor: pg_sys::Tupl
     // SAFETY: see the contract.
     let (name, layout) = unsafe { (stored_name(row, descriptor), stored_layout(row, descriptor)) };
     let name = name.unwrap_or_default();
-    if name.is_empty() || name.len() > MAX_NAME_BYTES {
+    if !name_fits(&name) {
         errors::catalog_row_refused(
             &name,
             &format!("a name must have 1 to {MAX_NAME_BYTES} bytes"),

@@ -389,7 +389,7 @@ struct Relations {
 
 impl Relations {
     /// The sequence's value (None before it was first set), as `pg_sequence_last_value`
-    /// answers it, and its page's LSN (see [`read_sequence_page`]).
+    /// answers it (see [`read_sequence_page`]).
     fn value(&self, relation: pg_sys::Oid) -> Option<i64> {
         read_sequence_page(relation).and_then(|(value, _)| value)
     }
@@ -596,13 +596,10 @@ fn locate(catalog: pg_sys::Oid) -> Option<Relations> {
 /// The owner of a floor relation, which must be a superuser (55000 otherwise): its owner can
 /// set the floor, which counts for every database of the server.
 fn trusted_owner(relation: pg_sys::Oid) -> pg_sys::Oid {
-    // SAFETY: opens a relation that exists (checked by the caller) to read its owner, and reads
-    // names from the syscache; every name is copied before the next call.
+    let owner = catalog::relation_owner(relation);
+    // SAFETY: reads the owner's role and name from the syscache; the name is copied before the
+    // next call.
     unsafe {
-        let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
-        let opened = pg_sys::relation_open(relation, lock);
-        let owner = (*(*opened).rd_rel).relowner;
-        pg_sys::relation_close(opened, pg_sys::NoLock as pg_sys::LOCKMODE);
         if !pg_sys::superuser_arg(owner) {
             errors::floor_relation_not_superuser_owned(
                 &relation_name(relation),

@@ -551,19 +551,14 @@ pub fn floor_beyond_trust(
     )
 }
 
-/// Where IDs stored ahead of the floor were found: `column` (`table.column`, quoted) of a table
-/// that `owner` owns, of snowflake sequence `sequence`.
-pub struct StoredIdsHolder<'a> {
-    pub column: &'a str,
-    pub owner: &'a str,
-    pub sequence: &'a str,
-}
-
-/// The largest ID a table's column holds (`stored_ids`) lies after where this database's new
-/// IDs begin. The value is the table owner's, not the extension's: the message says whose it
-/// is, how far ahead the server's IDs would go, and that carrying it is a superuser's call.
+/// The largest ID `column` (`table.column`, quoted) of snowflake sequence `sequence` holds
+/// (`stored_ids`) lies after where this database's new IDs begin. The value is the table
+/// owner's (`owner`, quoted), not the extension's: the message says whose it is, how far ahead
+/// the server's IDs would go, and that carrying it is a superuser's call.
 pub fn stored_ids_ahead(
-    holder: &StoredIdsHolder,
+    column: &str,
+    owner: &str,
+    sequence: &str,
     stored_until_unix_us: i64,
     new_from_unix_us: i64,
     wall_unix_us: i64,
@@ -580,11 +575,6 @@ pub fn stored_ids_ahead(
             limit_us / 1_000_000
         )
     };
-    let StoredIdsHolder {
-        column,
-        owner,
-        sequence,
-    } = holder;
     Error::new(
         PgSqlErrorCode::ERRCODE_WARNING,
         format!(

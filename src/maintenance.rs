@@ -85,16 +85,28 @@ unsafe extern "C-unwind" fn process_utility(
 /// # Safety
 /// `node` is a parsed utility statement, inside a transaction.
 unsafe fn blocking_the_state(node: *mut pg_sys::Node) -> Option<String> {
+    // SAFETY: a statement's tag, read first: every other utility statement (all DDL) costs this
+    // check nothing more.
+    let kind = unsafe { node.as_ref()?.type_ };
+    let relevant = [
+        pg_sys::NodeTag::T_LockStmt,
+        pg_sys::NodeTag::T_VacuumStmt,
+        pg_sys::NodeTag::T_ClusterStmt,
+        pg_sys::NodeTag::T_ReindexStmt,
+    ];
+    if !relevant.contains(&kind) {
+        return None;
+    }
     // SAFETY: a syscache lookup; InvalidOid where the extension is not installed (or predates
     // its schema), and then nothing here is the state.
     let schema = unsafe { pg_sys::get_namespace_oid(catalog::INTERNAL_SCHEMA.as_ptr(), true) };
-    if node.is_null() || schema == pg_sys::InvalidOid {
+    if schema == pg_sys::InvalidOid {
         return None;
     }
     // SAFETY: each statement's fields are read as its node tag says they are laid out; the
     // relation names are resolved without taking a lock (the command takes its own).
     unsafe {
-        match (*node).type_ {
+        match kind {
             pg_sys::NodeTag::T_LockStmt => {
                 let lock = node.cast::<pg_sys::LockStmt>();
                 if (*lock).mode < pg_sys::ShareLock as i32 {

@@ -304,8 +304,9 @@ fn snowflake_accept_floor() -> Option<TimestampWithTimeZone> {
 }
 
 /// Citus only (docs/design.md §9): what the coordinator sends a worker (as a superuser, the only
-/// caller it serves) so that it has sequence `name` with this layout. Creates it when absent; an equal layout is left as it is; another
-/// layout is refused (42710), failing the coordinator's transaction on every node.
+/// caller it serves) so that it has sequence `name` with this layout. Creates it when absent;
+/// an equal layout is left as it is; another layout is refused (42710), failing the
+/// coordinator's transaction on every node.
 #[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
@@ -569,7 +570,7 @@ fn timestamptz(seq: &str, unix_us: i64) -> TimestampWithTimeZone {
 
 fn checked_name(name: Option<&str>) -> &str {
     let name = name.unwrap_or_else(|| errors::null_sequence_name().raise());
-    if name.is_empty() || name.len() > catalog::MAX_NAME_BYTES {
+    if !catalog::name_fits(name) {
         errors::invalid_sequence_name(name, catalog::MAX_NAME_BYTES).raise();
     }
     name

@@ -57,12 +57,8 @@ fn warn_of_stored_ids_ahead(index: pg_sys::Oid, seq: &str) {
     if stored_until > new_from {
         let (wall, _) = system_clock::wall_and_monotonic_us();
         let limit = database_floor::trusted_lead_us();
-        let holder = errors::StoredIdsHolder {
-            column: &format!("{table}.{column}"),
-            owner: &owner,
-            sequence: seq,
-        };
-        errors::stored_ids_ahead(&holder, stored_until, new_from, wall, limit).warn();
+        let column = format!("{table}.{column}");
+        errors::stored_ids_ahead(&column, &owner, seq, stored_until, new_from, wall, limit).warn();
     }
 }
 
