@@ -44,6 +44,11 @@ for file in "$($PG_CONFIG --pkglibdir)/snowflake_id.so" \
         exit 1
     fi
 done
+# The 0.1.0 release's install script beside the generated one: with the update scripts (which
+# cargo pgrx copies) it creates the extension at any released version, the first step of
+# restoring a dump of that release (docs/reference.md "Upgrading").
+install -m 0644 sql/snowflake_id--0.1.0.sql \
+    "$PGRX_OUT$($PG_CONFIG --sharedir)/extension/snowflake_id--0.1.0.sql"
 PACKAGE=postgresql-$PG_MAJOR-snowflake-id
 STAGING=$TARGET_DIR/package/${PACKAGE}_${PACKAGE_VERSION}_$ARCH
 DEB=$TARGET_DIR/package/${PACKAGE}_${PACKAGE_VERSION}_$ARCH.deb

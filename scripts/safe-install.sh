@@ -35,8 +35,9 @@ install_package() {
 
 # install_extension_files PG_CONFIG LIBRARY: installs a release build of snowflake_id the way
 # `cargo pgrx install` lays it out, each file by rename: LIBRARY as snowflake_id.so, the control
-# file with its version filled in, the committed install script sql/snowflake_id--<version>.sql
-# and the update scripts. (The demo's install; it needs no cargo-pgrx. Needs common.sh.)
+# file with its version filled in, the committed install script sql/snowflake_id--<version>.sql,
+# the update scripts and the 0.1.0 release's install script, as the package has them. (The
+# demo's install; it needs no cargo-pgrx. Needs common.sh.)
 install_extension_files() {
     local pg_config=$1 library=$2 version extension_dir library_dir control script
     version=$(cargo_package_version)
@@ -49,7 +50,8 @@ install_extension_files() {
     chmod 0644 "$control"
     install_file_by_rename "$control" "$extension_dir/snowflake_id.control"
     rm -f "$control"
-    for script in "sql/snowflake_id--$version.sql" sql/snowflake_id--*--*.sql; do
+    for script in "sql/snowflake_id--$version.sql" sql/snowflake_id--0.1.0.sql \
+                  sql/snowflake_id--*--*.sql; do
         install_file_by_rename "$script" "$extension_dir/$(basename "$script")"
     done
 }

@@ -1,5 +1,5 @@
 -- snowflake_id 0.10.0 → 0.11.0: sealed by construction (docs/design.md §6, "Privileges" and its
--- threat model; docs/reference.md "Privileges"). In a fresh install this runs too, last
+-- threat model; docs/reference.md "Privileges"). Up to 0.11.0 a fresh install ran this too, last
 -- (extension_sql_file! in src/lib.rs, finalize).
 --
 -- - Nothing here depends on search_path when it is created or when it runs: every operator is

@@ -8,7 +8,7 @@
 -- - snowflake_raise_floor(until): the documented step that carries another cluster's IDs over
 --   where neither its WAL nor this relation came along (a logical-replication move, rows copied
 --   from elsewhere). Revoked from PUBLIC.
--- In a fresh install this runs too (extension_sql_file! in src/lib.rs); an updated database and
+-- Up to 0.11.0 a fresh install ran this too (extension_sql_file! in src/lib.rs); an updated database and
 -- a new one have identical objects. An updated database's relation is empty until its first ID
 -- (or the next one a running session issues), which writes this server's reservation into it.
 

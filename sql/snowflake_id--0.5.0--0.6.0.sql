@@ -8,7 +8,7 @@
 --   library until this update runs.
 -- - snowflake_stats() also reports the sessions that share a worker id and the ticks sessions
 --   found owned by another (tick_conflicts).
--- In a fresh install this runs too (extension_sql_file! in src/lib.rs), recreating the two
+-- Up to 0.11.0 a fresh install ran this too (extension_sql_file! in src/lib.rs), recreating the two
 -- functions exactly as pgrx declares them, so an updated database and a new one have identical
 -- objects.
 

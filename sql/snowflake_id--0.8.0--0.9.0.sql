@@ -4,7 +4,7 @@
 -- non-superuser's dump failed with "permission denied for sequence snowflake_floor". What they
 -- hold is not secret: a time already shown by snowflake_stats() and a system identifier that
 -- pg_control_system() shows everybody. Writing them stays the owner's (a superuser's).
--- In a fresh install this runs too (extension_sql_file! in src/lib.rs).
+-- Up to 0.11.0 a fresh install ran this too (extension_sql_file! in src/lib.rs).
 
 GRANT SELECT ON SEQUENCE snowflake_floor, snowflake_floor_writer TO PUBLIC;
 

@@ -10,7 +10,7 @@
 -- code calls get copies there; snowflake_convert_column calls those instead of names resolved
 -- in the extension's schema when it was created. The user-facing functions stay where they
 -- are: DEFAULT snowflake_nextval() works as before.
--- In a fresh install this runs too (extension_sql_file! in src/lib.rs).
+-- Up to 0.11.0 a fresh install ran this too (extension_sql_file! in src/lib.rs).
 
 -- A schema of that name made by somebody else would put the state back in a role's hands.
 DO $own_schema$

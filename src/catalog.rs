@@ -1,5 +1,5 @@
-//! The extension's catalog table of sequence layouts (`sql/bootstrap.sql`): reading, creating
-//! and dropping sequences, and telling other backends when it changes (their
+//! The extension's catalog table of sequence layouts (made by the install script in `sql/`):
+//! reading, creating and dropping sequences, and telling other backends when it changes (their
 //! `sequence_cache` notices it).
 
 use std::ffi::CStr;

@@ -40,92 +40,13 @@ mod sql_tests;
 
 ::pgrx::pg_module_magic!(name, version);
 
-pgrx::extension_sql_file!("../sql/bootstrap.sql", name = "bootstrap", bootstrap);
-// Version 0.2.0's additions: the update script from 0.1.0 is also part of a fresh install.
+// The install script, written by hand as the current version defines the extension (every
+// function is declared there, none by pgrx: `#[pg_extern(sql = false)]`); the update scripts
+// beside it carry a database made by an earlier release to the same objects.
 pgrx::extension_sql_file!(
-    "../sql/snowflake_id--0.1.0--0.2.0.sql",
-    name = "convert_column",
-    requires = ["bootstrap"]
-);
-// Version 0.3.0's changes, likewise part of a fresh install (it recreates snowflake_stats as
-// 0.3.0 declared it; 0.6.0's script recreates it as the function is declared now).
-pgrx::extension_sql_file!(
-    "../sql/snowflake_id--0.2.0--0.3.0.sql",
-    name = "durable_floor_and_hardening",
-    requires = [
-        "convert_column",
-        sql_api::snowflake_create_sequence,
-        sql_api::snowflake_drop_sequence,
-        sql_api::snowflake_stats,
-        sql_api::snowflake_currval,
-        sql_api::snowflake_lastval,
-        sql_api::snowflake_to_base32,
-        sql_api::snowflake_from_base32
-    ]
-);
-// Version 0.4.0's additions (Citus), likewise part of a fresh install.
-pgrx::extension_sql_file!(
-    "../sql/snowflake_id--0.3.0--0.4.0.sql",
-    name = "citus",
-    requires = [
-        "durable_floor_and_hardening",
-        sql_api::snowflake_citus_receive_sequence,
-        sql_api::snowflake_citus_forget_sequence
-    ]
-);
-// Version 0.5.0's additions (the floor in each database), likewise part of a fresh install.
-pgrx::extension_sql_file!(
-    "../sql/snowflake_id--0.4.0--0.5.0.sql",
-    name = "database_floor",
-    requires = ["citus", sql_api::snowflake_raise_floor]
-);
-// Version 0.6.0's changes (worker ids per space, shared when full), likewise part of a fresh
-// install: it recreates snowflake_worker_slots and snowflake_stats exactly as the functions in
-// sql_api are declared, and creates the view snowflake_workers.
-pgrx::extension_sql_file!(
-    "../sql/snowflake_id--0.5.0--0.6.0.sql",
-    name = "worker_spaces",
-    requires = [
-        "database_floor",
-        sql_api::snowflake_worker_slots,
-        sql_api::snowflake_stats
-    ]
-);
-
-// Version 0.7.0's changes (the snowflake_id.* settings, moving over from pgEdge's snowflake),
-// likewise part of a fresh install: snowflake_citus_node_ids() and snowflake_convert_column.
-pgrx::extension_sql_file!(
-    "../sql/snowflake_id--0.6.0--0.7.0.sql",
-    name = "pgedge_and_setting_names",
-    requires = ["worker_spaces"]
-);
-
-// Version 0.9.0's changes (the floor relations readable, for pg_dump by any role that can dump
-// the database; snowflake_stats() with the monitoring columns), likewise part of a fresh install:
-// after 0.7.0's, so that the install script is the same for every major (two scripts that only
-// follow worker_spaces come in either order).
-pgrx::extension_sql_file!(
-    "../sql/snowflake_id--0.8.0--0.9.0.sql",
-    name = "floor_readable_and_stats",
-    requires = ["database_floor", "pgedge_and_setting_names"]
-);
-
-// Version 0.10.0's changes (the extension's state in its own schema, snowflake_id_internal),
-// likewise part of a fresh install: after every script that creates or grants on the objects
-// it moves; finalize.sql (last) names the catalog table there.
-pgrx::extension_sql_file!(
-    "../sql/snowflake_id--0.9.0--0.10.0.sql",
-    name = "own_schema",
-    requires = ["floor_readable_and_stats", sql_api::snowflake_accept_floor]
-);
-
-// Version 0.11.0's changes (sealed by construction: the views without any name a role controls,
-// read-only; the guard on inserted catalog rows; the stored-IDs check through an index; every
-// member's privileges set to the documented ones), likewise part of a fresh install, last.
-pgrx::extension_sql_file!(
-    "../sql/snowflake_id--0.10.0--0.11.0.sql",
-    name = "sealed",
-    finalize
+    "../sql/snowflake_id--0.11.0.sql",
+    name = "install",
+    bootstrap
 );
 
 #[pg_guard]

@@ -23,7 +23,7 @@ use crate::timestamps::{self, unix_us};
 /// sequence, unique, and increasing within this session. A bare version-1 C function rather
 /// than a `#[pg_extern]`: it is the hot path, and pgrx's generic wrapper (argument unboxing
 /// through a guarded detoast call, a memory-context switch) cost more than the ID itself.
-/// Declared in sql/bootstrap.sql under the symbol name pgrx gave it before, so databases
+/// Declared in the install script under the symbol name pgrx gave it before, so databases
 /// created by earlier versions call it unchanged.
 ///
 /// # Safety
@@ -69,37 +69,37 @@ unsafe fn text_argument<'a>(datum: pg_sys::Datum) -> &'a [u8] {
 }
 
 /// Next ID with the low `gene_bits` bits of `gene` (a shard or routing key) in the gene field.
-#[pg_extern(name = "snowflake_nextval", volatile, parallel_unsafe)]
+#[pg_extern(sql = false)]
 fn snowflake_nextval_with_gene(seq: &str, gene: i64) -> i64 {
     backend::next_id(seq.as_bytes(), Some(gene))
 }
 
 /// The last ID this session made of a snowflake sequence, like `currval()`.
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(sql = false)]
 fn snowflake_currval(seq: default!(&str, "'default'")) -> i64 {
     backend::current_id(seq)
 }
 
 /// The last ID this session made of any snowflake sequence, like `lastval()`.
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(sql = false)]
 fn snowflake_lastval() -> i64 {
     backend::last_id()
 }
 
 /// The ID as 13 characters of Crockford base32, in the IDs' order (docs/design.md §6).
-#[pg_extern(immutable, parallel_safe)]
+#[pg_extern(sql = false)]
 fn snowflake_to_base32(id: i64) -> String {
     base32::encode(id).unwrap_or_else(|| errors::negative_id(id).raise())
 }
 
 /// The ID a text of `snowflake_to_base32` stands for (case-insensitive; O reads as 0, I and L as 1).
-#[pg_extern(immutable, parallel_safe)]
+#[pg_extern(sql = false)]
 fn snowflake_from_base32(text: &str) -> i64 {
     base32::parse(text).unwrap_or_else(|problem| errors::invalid_base32(text, &problem).raise())
 }
 
 /// The fields of an ID: tick start time, node, worker, sequence and gene.
-#[pg_extern(stable, parallel_safe)]
+#[pg_extern(sql = false)]
 fn snowflake_decode(
     id: i64,
     seq: default!(&str, "'default'"),
@@ -135,7 +135,7 @@ fn snowflake_decode(
 }
 
 /// When the ID's tick started.
-#[pg_extern(stable, parallel_safe)]
+#[pg_extern(sql = false)]
 fn snowflake_timestamp(id: i64, seq: default!(&str, "'default'")) -> TimestampWithTimeZone {
     let layout = backend::layout_of(seq);
     let parts = decompose(seq, &layout, id);
@@ -144,7 +144,7 @@ fn snowflake_timestamp(id: i64, seq: default!(&str, "'default'")) -> TimestampWi
 
 /// The smallest ID of the tick containing `ts`: `id >= snowflake_min_id(ts)` selects the IDs
 /// made at or after that tick (all of them for a time before the epoch).
-#[pg_extern(stable, parallel_safe)]
+#[pg_extern(sql = false)]
 fn snowflake_min_id(ts: TimestampWithTimeZone, seq: default!(&str, "'default'")) -> i64 {
     let layout = backend::layout_of(seq);
     warn_if_not_this_clusters(seq, &layout, "snowflake_min_id");
@@ -157,7 +157,7 @@ fn snowflake_min_id(ts: TimestampWithTimeZone, seq: default!(&str, "'default'"))
 
 /// The largest ID of the tick containing `ts`: `id <= snowflake_max_id(ts)` selects the IDs
 /// made up to and including that tick (none for a time before the epoch).
-#[pg_extern(stable, parallel_safe)]
+#[pg_extern(sql = false)]
 fn snowflake_max_id(ts: TimestampWithTimeZone, seq: default!(&str, "'default'")) -> i64 {
     let layout = backend::layout_of(seq);
     warn_if_not_this_clusters(seq, &layout, "snowflake_max_id");
@@ -170,7 +170,7 @@ fn snowflake_max_id(ts: TimestampWithTimeZone, seq: default!(&str, "'default'"))
 
 /// How many IDs of sequence `seq` a span of time covers: the width of a time partition of its
 /// IDs (docs/partitioning.md).
-#[pg_extern(stable, parallel_safe)]
+#[pg_extern(sql = false)]
 fn snowflake_partition_width(span: Interval, seq: default!(&str, "'default'")) -> i64 {
     let layout = backend::layout_of(seq);
     partition_span(seq, &layout, span).width()
@@ -178,7 +178,7 @@ fn snowflake_partition_width(span: Interval, seq: default!(&str, "'default'")) -
 
 /// The partition of `span` (counted from the sequence's epoch) that holds the IDs made at `ts`:
 /// `lower <= id < upper`, `upper` NULL past the largest `bigint` (`MAXVALUE`).
-#[pg_extern(stable, parallel_safe, name = "snowflake_partition_bounds")]
+#[pg_extern(sql = false)]
 fn snowflake_partition_bounds_at(
     ts: TimestampWithTimeZone,
     span: Interval,
@@ -194,7 +194,7 @@ fn snowflake_partition_bounds_at(
 }
 
 /// The partition of `span` that holds ID `id` of the sequence.
-#[pg_extern(stable, parallel_safe, name = "snowflake_partition_bounds")]
+#[pg_extern(sql = false)]
 fn snowflake_partition_bounds_of(
     id: i64,
     span: Interval,
@@ -209,8 +209,7 @@ fn snowflake_partition_bounds_of(
 /// database's owner and superusers (`privileges`), whatever EXECUTE grants say; the catalog
 /// is written as its owner.
 #[allow(clippy::too_many_arguments)]
-#[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, pg_temp)]
+#[pg_extern(sql = false)]
 fn snowflake_create_sequence(
     name: Option<&str>,
     preset: default!(Option<&str>, "'classic'"),
@@ -255,8 +254,7 @@ fn snowflake_create_sequence(
 /// Drops a named sequence. IDs it issued stay valid numbers, but can no longer be decoded
 /// with its name, and a new sequence of the same name is a new ID space. Callers as for
 /// `snowflake_create_sequence`.
-#[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, pg_temp)]
+#[pg_extern(sql = false)]
 fn snowflake_drop_sequence(name: &str) {
     privileges::require(Caller::DatabaseOwner, "snowflake_drop_sequence");
     shared_memory::require_preloaded();
@@ -281,7 +279,7 @@ fn snowflake_drop_sequence(name: &str) {
 /// rows copied from elsewhere). For the database's owner and superusers (`privileges`): the
 /// bound keeps any one call within a minute of the wall clock. Returns the server's durable
 /// floor.
-#[pg_extern(volatile, parallel_unsafe, strict)]
+#[pg_extern(sql = false)]
 fn snowflake_raise_floor(until: TimestampWithTimeZone) -> Option<TimestampWithTimeZone> {
     privileges::require(Caller::DatabaseOwner, "snowflake_raise_floor");
     match pg_sys::TimestampTz::from(until) {
@@ -297,7 +295,7 @@ fn snowflake_raise_floor(until: TimestampWithTimeZone) -> Option<TimestampWithTi
 /// durable floor, so that IDs continue above it (docs/design.md §5.3). Superusers only
 /// (`privileges`): it moves the IDs of every database, without a bound. Returns the server's
 /// durable floor.
-#[pg_extern(volatile, parallel_unsafe, strict)]
+#[pg_extern(sql = false)]
 fn snowflake_accept_floor() -> Option<TimestampWithTimeZone> {
     privileges::require(Caller::Superuser, "snowflake_accept_floor");
     timestamps::timestamptz(backend::accept_floor())
@@ -308,8 +306,7 @@ fn snowflake_accept_floor() -> Option<TimestampWithTimeZone> {
 /// an equal layout is left as it is; another layout is refused (42710), failing the
 /// coordinator's transaction on every node.
 #[allow(clippy::too_many_arguments)]
-#[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, pg_temp)]
+#[pg_extern(sql = false)]
 fn snowflake_citus_receive_sequence(
     name: &str,
     preset: &str,
@@ -350,8 +347,7 @@ fn snowflake_citus_receive_sequence(
 
 /// Citus only (docs/design.md §9): what the coordinator sends a worker when it drops sequence
 /// `name`. Deletes it if this node has it.
-#[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, pg_temp)]
+#[pg_extern(sql = false)]
 fn snowflake_citus_forget_sequence(name: &str) {
     privileges::require(Caller::Superuser, "snowflake_citus_forget_sequence");
     shared_memory::require_preloaded();
@@ -362,7 +358,7 @@ fn snowflake_citus_forget_sequence(name: &str) {
 /// five columns are those of 0.5.0 and before, so a database not yet updated reads them.
 // The row type must be spelled out here: pgrx reads the `name!` columns from the signature.
 #[allow(clippy::type_complexity)]
-#[pg_extern(volatile, parallel_safe)]
+#[pg_extern(sql = false)]
 fn snowflake_worker_slots() -> TableIterator<
     'static,
     (
@@ -404,7 +400,7 @@ fn snowflake_worker_slots() -> TableIterator<
 /// Cluster-wide counters since the server started (or last crash-restarted).
 // The row type must be spelled out here: pgrx reads the `name!` columns from the signature.
 #[allow(clippy::type_complexity)]
-#[pg_extern(volatile, parallel_safe)]
+#[pg_extern(sql = false)]
 fn snowflake_stats() -> TableIterator<
     'static,
     (

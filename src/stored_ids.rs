@@ -28,7 +28,7 @@ use crate::system_clock;
 /// here. It changes nothing. It learns something of the table's rows, so it answers only a
 /// role with the rights of the table's owner (the one whose command fired the trigger), and
 /// only for an index it can read without running anybody's code.
-#[pg_extern(sql = false, volatile, parallel_unsafe)]
+#[pg_extern(sql = false)]
 fn warn_of_stored_ids_ahead(index: pg_sys::Oid, seq: &str) {
     if shared_memory::try_state().is_none() {
         return;

@@ -125,6 +125,17 @@ impl Cluster {
 
     /// [`Cluster::dump_as`] with pg_dump's `options` too (e.g. `--schema`, `--extension`).
     pub fn dump_with(&self, source: &str, user: &str, options: &[&str]) -> PathBuf {
+        self.try_dump_with(source, user, options)
+            .unwrap_or_else(|failure| panic!("pg_dump of {source} as {user}: {failure}"))
+    }
+
+    /// [`Cluster::dump_with`], or what pg_dump said when it failed.
+    pub fn try_dump_with(
+        &self,
+        source: &str,
+        user: &str,
+        options: &[&str],
+    ) -> Result<PathBuf, String> {
         let dump = self.dir.join(format!(
             "{source}-by-{user}{}.dump",
             options.concat().replace(['-', '=', '/', ' '], "_")
@@ -137,12 +148,11 @@ impl Cluster {
             .arg(source)
             .output()
             .expect("run pg_dump");
-        assert!(
-            dumped.status.success(),
-            "pg_dump of {source} as {user}: {}",
-            describe(&dumped)
-        );
-        dump
+        if dumped.status.success() {
+            Ok(dump)
+        } else {
+            Err(describe(&dumped))
+        }
     }
 
     /// Restores `dump` into database `target` with this cluster's pg_restore as superuser

@@ -1,54 +1,15 @@
 //! Adoption: updating from the previous release, and dump/restore of a converted database.
 
 use snowflake_id_cluster_tests::fixtures::{
-    column, count, extension_crate_version, extension_version, install_release_script,
+    column, count, extension_crate_version, extension_objects, extension_version,
 };
-use snowflake_id_cluster_tests::{Client, Cluster};
-
-/// Every object of the extension with its definition and privileges (a table's: its columns,
-/// defaults and constraints too), to compare installs.
-const EXTENSION_OBJECTS: &str = "
-    SELECT pg_describe_object(d.classid, d.objid, d.objsubid) AS object,
-           CASE WHEN d.classid = 'pg_proc'::regclass
-                THEN pg_get_functiondef(d.objid) || coalesce(array_to_string(p.proacl, ','), 'default acl')
-                WHEN c.relkind = 'v' THEN pg_get_viewdef(d.objid) || array_to_string(c.relacl, ',')
-                WHEN c.relkind = 'r' THEN concat_ws(' | ', array_to_string(c.relacl, ','),
-                    (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
-                                       || CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END
-                                       || coalesce(' DEFAULT ' || pg_get_expr(ad.adbin, ad.adrelid), ''),
-                                       ', ' ORDER BY a.attnum)
-                     FROM pg_attribute a
-                     LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
-                     WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
-                    (SELECT string_agg(conname || ' ' || pg_get_constraintdef(oid), ', ' ORDER BY conname)
-                     FROM pg_constraint WHERE conrelid = c.oid))
-           END AS definition
-    FROM pg_depend d
-    LEFT JOIN pg_proc p ON d.classid = 'pg_proc'::regclass AND p.oid = d.objid
-    LEFT JOIN pg_class c ON d.classid = 'pg_class'::regclass AND c.oid = d.objid
-    WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
-      AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'snowflake_id')
-    UNION ALL
-    SELECT 'config table ' || t::regclass::text, cond
-    FROM pg_extension e, unnest(e.extconfig, e.extcondition) AS u(t, cond)
-    WHERE e.extname = 'snowflake_id'
-    ORDER BY 1";
+use snowflake_id_cluster_tests::Cluster;
 
 /// The sequences with their layouts' fingerprints.
 const SEQUENCES: &str = "SELECT format('%s %s', name, fingerprint) FROM snowflake_sequences";
 
-fn extension_objects(client: &mut Client) -> Vec<(String, Option<String>)> {
-    client
-        .query(EXTENSION_OBJECTS, &[])
-        .unwrap()
-        .iter()
-        .map(|row| (row.get(0), row.get(1)))
-        .collect()
-}
-
 #[test]
 fn update_from_0_1_0_matches_a_fresh_install_and_keeps_sequences() {
-    install_release_script("0.1.0");
     let cluster = Cluster::builder().start();
     let mut admin = cluster.connect();
     for database in ["old_install", "fresh_install"] {

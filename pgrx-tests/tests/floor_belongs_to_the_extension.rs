@@ -18,8 +18,8 @@
 
 use snowflake_id_cluster_tests::fixtures::{
     assert_no_id_reissued, assert_server_clock_offset, column, command_output, count,
-    default_id_unix_ms, failure, insert_load, install_release_script, load_after, real_now_us,
-    text, Issued, DEFAULT_IDS_TABLE, MINUTE_US,
+    default_id_unix_ms, failure, insert_load, load_after, real_now_us, text, Issued,
+    DEFAULT_IDS_TABLE, MINUTE_US,
 };
 use snowflake_id_cluster_tests::{Client, Cluster, InDatabase};
 
@@ -35,7 +35,6 @@ fn lead_ms(client: &mut Client) -> i64 {
 #[test]
 fn a_roles_sequences_named_like_the_floor_move_no_ids_and_the_update_names_them() {
     let test = "sequences named like the floor in a 0.4.0 database";
-    install_release_script("0.1.0");
     let cluster = Cluster::builder().start();
     let mut admin = cluster.connect();
     for statement in [

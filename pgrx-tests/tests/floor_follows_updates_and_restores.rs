@@ -18,8 +18,7 @@ use std::time::{Duration, Instant};
 use postgres::SimpleQueryMessage;
 use snowflake_id_cluster_tests::fixtures::{
     assert_no_id_reissued, assert_server_clock_offset, column, count, default_id_unix_ms,
-    insert_for, insert_load, install_release_script, load_after, min_new_id, Issued,
-    DEFAULT_IDS_TABLE,
+    insert_for, insert_load, load_after, min_new_id, Issued, DEFAULT_IDS_TABLE,
 };
 use snowflake_id_cluster_tests::pgbouncer::{PgBouncer, Pooling};
 use snowflake_id_cluster_tests::{error_parts, Client, Cluster, InDatabase};
@@ -32,7 +31,6 @@ fn ids_table() -> &'static str {
 #[test]
 fn sessions_older_than_the_update_keep_the_floor_above_their_ids() {
     let test = "update from 0.4.0 under load, dump restored 33 s behind";
-    install_release_script("0.1.0");
     let cluster = Cluster::builder().start();
     cluster
         .connect()
@@ -424,7 +422,6 @@ fn a_partial_dump_of_a_sequence_the_database_lacks_names_the_steps() {
 /// restored as it is into a fresh database, with the step its WARNING names.
 #[test]
 fn a_dump_of_0_9_0_restores_with_its_floor_and_updates() {
-    install_release_script("0.1.0");
     let old = Cluster::builder().start();
     old.connect()
         .batch_execute(
@@ -483,7 +480,6 @@ fn a_dump_of_0_9_0_restores_with_its_floor_and_updates() {
 /// before it and generating throughout: no statement fails, and every ID is new.
 #[test]
 fn the_update_to_its_own_schema_under_load_fails_no_statement() {
-    install_release_script("0.1.0");
     let cluster = Cluster::builder().start();
     cluster
         .connect()

@@ -300,7 +300,6 @@ const ROUTINE: &str = "
 fn no_member_depends_on_a_name_a_role_controls_after_any_install_or_update() {
     let cluster = Cluster::builder().start();
     let mut admin = cluster.connect();
-    install_release_script("0.1.0");
     install_release_script("0.10.0");
     admin.batch_execute("CREATE ROLE dbo LOGIN").unwrap();
     admin.batch_execute("CREATE DATABASE reference").unwrap();
