@@ -105,8 +105,8 @@ pub fn node_id_does_not_fit(sequence: &str, layout: &Layout, node_id: i32) -> Er
         Some(if bits == 0 {
             "This sequence has no node bits, so its IDs cannot carry a node id. For several \
              clusters, switch each column to a sequence with node bits: \
-             SELECT snowflake_create_sequence('orders', preset => 'sharded'); then \
-             SELECT snowflake_convert_column('<table>', '<column>', 'orders'); (README, \
+             SELECT snowflake_create_sequence('purchases', preset => 'sharded'); then \
+             SELECT snowflake_convert_column('purchases', 'id', 'purchases'); (README, \
              \"Choose a layout\"). For one cluster, unset snowflake_id.node_id and restart."
                 .into()
         } else {
@@ -545,8 +545,10 @@ pub fn floor_beyond_trust(
             "Superusers, the database's owner (a restore) and members of pg_write_all_data can \
              set it. If a dump or a database from a cluster whose clock is ahead was restored \
              here, a superuser accepts the value: SELECT snowflake_accept_floor(); (the IDs of \
-             every database then continue above it). Otherwise a superuser sets it back: \
-             SELECT setval('{relation}', <the value it had>);"
+             every database then continue above it). Otherwise a superuser sets it back to \
+             where this server's own IDs end: SELECT setval('{relation}', (SELECT \
+             (EXTRACT(epoch FROM greatest(reserved_until, durable_floor)) * 1000000)::bigint \
+             FROM snowflake_stats()));"
         )),
     )
 }

@@ -426,17 +426,31 @@ fn run_page(path: &str) {
     run_blocks(&mut cluster, path, &to_run);
 }
 
-/// A reader's sitting: the `sql` blocks of README.md, then of `then`, in the order the reader
+/// The pages a reader goes through in one sitting, in this order (the README links them so).
+const ONE_SITTING: [&str; 6] = [
+    "README.md",
+    "docs/reference.md",
+    "docs/partitioning.md",
+    "docs/monitoring.md",
+    "docs/clients.md",
+    "docs/sharding.md",
+];
+
+/// A reader's sitting: the `sql` blocks of [`ONE_SITTING`]'s pages, in the order the reader
 /// meets them, in one database of one cluster that has only the preload line (every other
 /// setting and restart is the pages' own, as the reader makes them). Nothing here creates a
-/// table, a sequence or the extension: what a block needs, a block before it shows.
-fn walk(then: &str) {
-    assert!(
-        !page(then).creates_extension,
-        "{then} creates the extension, which README.md already created"
-    );
+/// table, a sequence or the extension: what a block needs, a block before it shows, and no page
+/// creates a name another already made.
+fn walk(pages: &[&str]) {
+    for then in &pages[1..] {
+        assert!(
+            !page(then).creates_extension,
+            "{then} creates the extension, which {} already created",
+            pages[0]
+        );
+    }
     let mut cluster = cluster_with_database(&[]);
-    for path in ["README.md", then] {
+    for path in pages {
         let to_run = blocks_to_run(path);
         println!("-- {path}: {} blocks", to_run.0.len());
         run_blocks(&mut cluster, path, &to_run);
@@ -507,28 +521,8 @@ fn every_sql_block_of_the_docs_is_run_here_run_by_a_named_test_or_marked_not_run
 }
 
 #[test]
-fn a_reader_of_the_readme_then_the_reference_runs_every_block_in_one_database() {
-    walk("docs/reference.md");
-}
-
-#[test]
-fn a_reader_of_the_readme_then_the_client_guide_runs_every_block_in_one_database() {
-    walk("docs/clients.md");
-}
-
-#[test]
-fn a_reader_of_the_readme_then_the_monitoring_guide_runs_every_block_in_one_database() {
-    walk("docs/monitoring.md");
-}
-
-#[test]
-fn a_reader_of_the_readme_then_the_partitioning_guide_runs_every_block_in_one_database() {
-    walk("docs/partitioning.md");
-}
-
-#[test]
-fn a_reader_of_the_readme_then_the_sharding_guide_runs_every_block_in_one_database() {
-    walk("docs/sharding.md");
+fn a_reader_of_the_readme_the_reference_and_the_guides_runs_every_block_in_one_database() {
+    walk(&ONE_SITTING);
 }
 
 #[test]
