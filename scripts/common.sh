@@ -75,8 +75,12 @@ apt_install_missing_services() {
 # (Also the extension's default_version: cargo-pgrx and install_extension_files fill it in.)
 # cargo_package_version [TREE]: of TREE's Cargo.toml (default: this repository's).
 cargo_package_version() {
-    awk -F'"' '/^\[/ { section = $0 } section == "[package]" && /^version *=/ { print $2; exit }' \
-        "${1:-$(dirname "${BASH_SOURCE[0]}")/..}/Cargo.toml"
+    package_version_in_manifest < "${1:-$(dirname "${BASH_SOURCE[0]}")/..}/Cargo.toml"
+}
+
+# package_version_in_manifest: the [package] version of the Cargo.toml read from stdin.
+package_version_in_manifest() {
+    awk -F'"' '/^\[/ { section = $0 } section == "[package]" && /^version *=/ { print $2; exit }'
 }
 
 # debian_package_version [TREE]: the version of the Debian packages built from TREE (default:

@@ -25,13 +25,16 @@ fn run(program: &str, args: &[&str]) -> String {
     })
 }
 
-/// The extension's files in the installation under test: library, control file, install script.
-fn extension_files(version: &str) -> [String; 3] {
+/// The extension's files in the installation under test: library, control file, install
+/// script, and the 0.1.0 release's install script (with the update scripts, it creates the
+/// extension at any release, to restore that release's dumps).
+fn extension_files(version: &str) -> [String; 4] {
     let extension = format!("{}/extension", pg_config("--sharedir").display());
     [
         format!("{}/snowflake_id.so", pg_config("--pkglibdir").display()),
         format!("{extension}/snowflake_id.control"),
         format!("{extension}/snowflake_id--{version}.sql"),
+        format!("{extension}/snowflake_id--0.1.0.sql"),
     ]
 }
 
@@ -111,6 +114,69 @@ fn installed_extension_files_belong_to_the_package() {
         "{package} {package_version} (extension {version}) installed; depends on {depends}; \
          owns {files:?}; verified"
     );
+}
+
+/// Every release the CHANGELOG names can be checked out by its tag: `scripts/tag-releases.sh`,
+/// run in a scratch clone (which has the repository's tags), tags each one `v<version>`,
+/// annotated, on the commit that set Cargo.toml's version to it, keeps the tags already there
+/// (it fails on one elsewhere), and a build of the newest tag carries the plain version.
+#[test]
+fn every_changelog_release_has_an_annotated_tag_where_its_version_was_set() {
+    let scratch = std::env::temp_dir().join(format!("snowflake-tags-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).unwrap();
+    let tree = clone_head(&scratch);
+    let tagged = std::process::Command::new("bash")
+        .arg(tree.join("scripts/tag-releases.sh"))
+        .env("GIT_COMMITTER_NAME", "snowflake_id tests")
+        .env("GIT_COMMITTER_EMAIL", "tests@localhost")
+        .output()
+        .expect("run scripts/tag-releases.sh");
+    let listing = String::from_utf8_lossy(&tagged.stdout).into_owned();
+    assert!(
+        tagged.status.success(),
+        "{listing}{}",
+        String::from_utf8_lossy(&tagged.stderr)
+    );
+    let changelog = std::fs::read_to_string(tree.join("CHANGELOG.md")).unwrap();
+    let releases: Vec<&str> = changelog
+        .lines()
+        .filter_map(|line| line.strip_prefix("## "))
+        .filter_map(|heading| heading.split(' ').next())
+        .filter(|version| version.starts_with(|c: char| c.is_ascii_digit()))
+        .collect();
+    assert!(releases.contains(&extension_crate_version().as_str()));
+    for release in &releases {
+        let tag = format!("v{release}");
+        assert_eq!(
+            git_in(&tree, &["cat-file", "-t", &tag]),
+            "tag",
+            "{tag} is annotated"
+        );
+        let version_line = format!("version = \"{release}\"");
+        let at_tag = git_in(&tree, &["show", &format!("{tag}:Cargo.toml")]);
+        assert!(at_tag.contains(&version_line), "{tag}'s Cargo.toml");
+        let parent = git_in(
+            &tree,
+            &["log", "-1", "--format=%P", &format!("{tag}^{{commit}}")],
+        );
+        if let Some(parent) = parent.split(' ').next().filter(|p| !p.is_empty()) {
+            let before = git_in(&tree, &["show", &format!("{parent}:Cargo.toml")]);
+            assert!(
+                !before.contains(&version_line),
+                "{tag} is not where {release} was set"
+            );
+        }
+    }
+    let newest = releases[0];
+    git_in(&tree, &["checkout", "--quiet", &format!("v{newest}")]);
+    assert_eq!(
+        debian_package_version_of(&tree),
+        newest,
+        "a build of v{newest}"
+    );
+    println!("{listing}");
+    std::fs::remove_dir_all(&scratch).unwrap();
 }
 
 /// A build from the release tag carries the release's version; a build of any later commit, or
