@@ -14,11 +14,16 @@
 //!   as it is, a restored file-system snapshot) takes a dump of the original taken after the
 //!   backup for its own. `snowflake_accept_floor()` after such a restore, as the reference says,
 //!   takes its floor.
+//! - Equal-layout sequences of two databases after `pg_upgrade` into a cluster whose clock is
+//!   behind: each database continues above its own IDs only. The old cluster's reservation file
+//!   copied into the new data directory after `pg_upgrade` and before its first start, as the
+//!   reference says, keeps every database above every old ID.
 
 use std::time::Duration;
 
 use snowflake_id_cluster_tests::fixtures::{assert_server_clock_offset, count, MINUTE_US};
 use snowflake_id_cluster_tests::{Client, Cluster};
+use snowflake_id_core::reservation;
 
 /// 20,000 rows into `app.ids` of `cluster`'s database `postgres`, now.
 fn insert_rows(cluster: &Cluster) {
@@ -198,4 +203,71 @@ fn a_copy_back_in_its_history_on_the_same_timeline_takes_a_later_dump_for_its_ow
             assert!(below > 0, "the gap the reference names did not show");
         }
     }
+}
+
+/// The newest ID in database `database`'s table `ids` and, after a new insert there, its first
+/// new ID.
+fn newest_then_first_new(cluster: &Cluster, database: &str) -> (i64, i64) {
+    let mut client = cluster.connect_to(database);
+    let newest: i64 = client
+        .query_one("SELECT max(id) FROM ids", &[])
+        .unwrap()
+        .get(0);
+    let first: i64 = client
+        .query_one("INSERT INTO ids (n) VALUES (0) RETURNING id", &[])
+        .unwrap()
+        .get(0);
+    (newest, first)
+}
+
+/// Database `early` got its `'default'` IDs a few seconds before database `late` got theirs;
+/// after `pg_upgrade` into a cluster whose clock is 10 minutes behind, `early` continues above
+/// its own IDs only, among `late`'s. With the old cluster's reservation file copied over the
+/// new one after `pg_upgrade` and before the new cluster's first start (the reference's step),
+/// `early`'s new IDs lie above `late`'s too.
+#[test]
+fn the_old_reservation_copied_after_pg_upgrade_keeps_equal_layouts_of_two_databases_apart() {
+    let mut old = Cluster::builder().start();
+    for database in ["early", "late"] {
+        old.connect()
+            .batch_execute(&format!("CREATE DATABASE {database}"))
+            .unwrap();
+        old.connect_to(database)
+            .batch_execute(
+                "CREATE EXTENSION snowflake_id;
+                 CREATE TABLE ids (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), n int);
+                 INSERT INTO ids (n) SELECT g FROM generate_series(1, 5000) g;",
+            )
+            .unwrap();
+        std::thread::sleep(Duration::from_secs(3));
+    }
+    // A clean shutdown writes the reservation file.
+    old.stop("fast");
+    let old_file = old.data_dir().join(reservation::FILE_NAME);
+    assert!(old_file.exists(), "{old_file:?}");
+    let mut results = Vec::new();
+    for copy_the_reservation in [false, true] {
+        let mut new = Cluster::builder().faketime_at("-10m").create();
+        new.upgrade_from(&old);
+        if copy_the_reservation {
+            let contents = std::fs::read(&old_file).unwrap();
+            new.write_data_file(reservation::FILE_NAME, &contents);
+        }
+        new.start();
+        // `early` first: a database's floor, once read, raises the whole server's.
+        let (early_newest, early_first) = newest_then_first_new(&new, "early");
+        let (late_newest, _) = newest_then_first_new(&new, "late");
+        println!(
+            "[known gap] pg_upgrade, reservation copied: {copy_the_reservation}; early's newest \
+             {early_newest}, first new {early_first}; late's newest {late_newest}"
+        );
+        assert!(early_first > early_newest, "among early's own IDs");
+        results.push(early_first > late_newest);
+        new.stop("fast");
+    }
+    assert_eq!(
+        results,
+        [false, true],
+        "without the copy early's new IDs fall among late's (the gap), with it above them"
+    );
 }
