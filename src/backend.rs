@@ -21,7 +21,7 @@ use snowflake_id_core::tick_claims::{OwnedStep, OwnedTicks, TickClock};
 use snowflake_id_core::worker_ids::{self, WorkerId, MAX_SPACES, TIME_UNITS};
 
 use crate::catalog::CatalogTable;
-use crate::database_floor::{self, DatabaseFloor};
+use crate::database_floor::DatabaseFloor;
 use crate::errors;
 use crate::gucs;
 use crate::reservation::{renewal_policy, ClusterReservation};
@@ -198,9 +198,9 @@ pub fn raise_floor(until_unix_us: i64) -> i64 {
     // Bounded by the wall clock, which no call moves (the cluster clock, which a raise moves,
     // would let repeated calls ratchet every database's IDs ahead without limit).
     let (wall, _) = system_clock::wall_and_monotonic_us();
-    let limit = database_floor::trusted_lead_us();
-    if until_unix_us.saturating_sub(wall) > limit {
-        errors::floor_too_far_ahead(until_unix_us, wall, limit).raise();
+    let policy = renewal_policy();
+    if policy.beyond_trusted_lead(until_unix_us, wall) {
+        errors::floor_too_far_ahead(until_unix_us, wall, policy.trusted_lead()).raise();
     }
     with_backend(|backend| {
         let catalog = backend.sequences.catalog_table();

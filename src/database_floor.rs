@@ -25,9 +25,8 @@ use snowflake_id_core::renewal::RenewalPolicy;
 
 use crate::catalog::{self, CatalogTable, Extension};
 use crate::errors;
-use crate::gucs;
 use crate::privileges::as_owner;
-use crate::reservation::ClusterReservation;
+use crate::reservation::{renewal_policy, ClusterReservation};
 use crate::shared_memory::{
     with_lwlock, FloorWriteSlot, FloorWrites, SharedState, FLOOR_WRITE_SLOTS,
 };
@@ -36,20 +35,6 @@ use crate::system_clock;
 const RELATION_NAME: &std::ffi::CStr = c"snowflake_floor";
 /// The relation that says which cluster wrote the floor, and on which timeline.
 const WRITER_RELATION_NAME: &std::ffi::CStr = c"snowflake_floor_writer";
-
-/// How far beyond `snowflake_id.reserve_ahead` past the wall clock `snowflake_raise_floor`
-/// may raise the floor, and a floor value the extension did not write may lie: enough for the
-/// clocks of two clusters to differ at a cut-over or a restore, and the whole lead any role
-/// that can call the function or write the relation can give every database's IDs.
-const TRUST_SLACK_US: i64 = 60 * 1_000_000;
-
-/// How far ahead of the wall clock a floor that the extension did not write itself (or that
-/// `snowflake_raise_floor` sets) may lie: `snowflake_id.reserve_ahead` + 60 s (61 s by
-/// default). A restored dump's floor is at most `reserve_ahead` ahead of the clock of the
-/// cluster it came from, so a restore onto a host up to 60 s behind it is taken as it is.
-pub fn trusted_lead_us() -> i64 {
-    i64::from(gucs::RESERVE_AHEAD_MS.get()) * 1_000 + TRUST_SLACK_US
-}
 
 /// Whether a role that can log in and is not a superuser may write `relation` now, itself or
 /// through a role it is a member of: a grant, the database's ownership (`pg_database_owner`,
@@ -259,13 +244,18 @@ impl FloorRelation for InDatabase<'_> {
     /// superuser accepts it or sets it back. Where only superusers can write it, it is theirs.
     fn learned(&mut self, floor: i64) -> Result<(), errors::Error> {
         let (wall, _) = system_clock::wall_and_monotonic_us();
-        let limit = trusted_lead_us();
+        let policy = renewal_policy();
         if floor > self.shared.durable_floor()
-            && floor.saturating_sub(wall) > limit
+            && policy.beyond_trusted_lead(floor, wall)
             && writable_by_a_non_superuser(self.relations.floor)
         {
             let name = relation_name(self.relations.floor);
-            return Err(errors::floor_beyond_trust(&name, floor, wall, limit));
+            return Err(errors::floor_beyond_trust(
+                &name,
+                floor,
+                wall,
+                policy.trusted_lead(),
+            ));
         }
         self.shared.raise_durable_floor(floor);
         Ok(())

@@ -11,7 +11,7 @@ use pgrx::bgworkers::{
 };
 use pgrx::prelude::*;
 
-use crate::gucs;
+use crate::reservation::renewal_policy;
 use crate::shared_memory;
 
 /// Registers the worker; called from `_PG_init` while shared_preload_libraries is processed.
@@ -44,10 +44,10 @@ pub extern "C-unwind" fn snowflake_reservation_worker_main(_argument: pg_sys::Da
     }
 }
 
-/// A sixteenth of `snowflake_id.reserve_ahead` (at least 1 ms): a renewal starts within that of
-/// the worker's mark, two periods before sessions would renew themselves.
+/// The worker's period under `snowflake_id.reserve_ahead` as it is set now
+/// (`RenewalPolicy::worker_period`).
 fn period() -> Duration {
-    Duration::from_millis((gucs::RESERVE_AHEAD_MS.get() / 16).max(1) as u64)
+    Duration::from_micros(renewal_policy().worker_period().unsigned_abs())
 }
 
 /// Whether a WAL sender is streaming to a standby (or a logical subscriber): while one is, the

@@ -17,8 +17,8 @@ use pgrx::prelude::*;
 
 use crate::backend;
 use crate::catalog;
-use crate::database_floor;
 use crate::errors;
+use crate::reservation;
 use crate::shared_memory;
 use crate::system_clock;
 
@@ -56,7 +56,7 @@ fn warn_of_stored_ids_ahead(index: pg_sys::Oid, seq: &str) {
     let new_from = backend::issued_or_covered_until();
     if stored_until > new_from {
         let (wall, _) = system_clock::wall_and_monotonic_us();
-        let limit = database_floor::trusted_lead_us();
+        let limit = reservation::renewal_policy().trusted_lead();
         let column = format!("{table}.{column}");
         errors::stored_ids_ahead(&column, &owner, seq, stored_until, new_from, wall, limit).warn();
     }

@@ -6,7 +6,9 @@
 //!   dump's extension data, restored with `--data-only`), followed by a dump before an ID is
 //!   issued there: the lower floor travels, and a cluster whose clock is behind issues IDs
 //!   below stored ones (restoring it warns of the stored IDs ahead of the floor). Issuing an ID
-//!   after such a restore, as the reference says, carries the floor above them again.
+//!   after such a restore, as the reference says, carries the floor above them again; where the
+//!   lower floor has travelled already, the reference's `snowflake_raise_floor` over the newest
+//!   stored ID's time plus a second, on the new cluster, carries it there.
 //! - Two restores into one live database with no ID issued in between, the second (this
 //!   cluster's own older dump) over a floor no session has read yet: the first floor is lost.
 //!   Issuing an ID after each restore keeps it.
@@ -47,6 +49,17 @@ fn new_ids_at_or_below_stored(dump: &std::path::Path) -> (bool, i64) {
     (warned, new_ids_at_or_below_stored_in(&mut new.connect()))
 }
 
+/// The reference's step where a lower floor has travelled already (Known gaps): before IDs are
+/// issued in the database, its floor raised past the newest ID of `table` (of `'default'`), as
+/// it stands on the page.
+fn raise_floor_past_newest(client: &mut Client, table: &str) {
+    client
+        .batch_execute(&format!(
+            "SELECT snowflake_raise_floor(snowflake_timestamp(max(id)) + interval '1 second') FROM {table}"
+        ))
+        .unwrap();
+}
+
 #[test]
 fn a_restore_that_lowers_the_floor_travels_in_a_dump_until_an_id_is_issued() {
     let old = Cluster::builder().start();
@@ -76,6 +89,23 @@ fn a_restore_that_lowers_the_floor_travels_in_a_dump_until_an_id_is_issued() {
     assert!(below > 0, "the gap the reference names did not show");
     // The restore's key over those rows says so, with the step (`stored_ids.rs`).
     assert!(warned, "no WARNING of stored IDs ahead of the floor");
+
+    // Travelled already: the reference's step on the new cluster, before IDs are issued there.
+    // Its clock is 30 s behind, within the 61 s ahead of it that `snowflake_raise_floor` takes.
+    let behind = Cluster::builder().faketime_at("-30s").start();
+    assert_server_clock_offset(&mut behind.connect(), -30_000_000);
+    behind.restore_dump(&lowered, "postgres", &[]);
+    let mut client = behind.connect();
+    raise_floor_past_newest(&mut client, "app.ids");
+    let below = new_ids_at_or_below_stored_in(&mut client);
+    println!(
+        "[known gap] restored elsewhere, the floor raised past the newest stored ID there: {below} \
+         of 1,000 new IDs at or below stored ones"
+    );
+    assert_eq!(
+        below, 0,
+        "the reference's step did not carry the floor there"
+    );
 
     // The reference's step: issue an ID in the database after such a restore, then move it.
     old.connect()

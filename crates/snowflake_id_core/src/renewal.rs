@@ -15,11 +15,18 @@
 //! replication lag (§5.2). The glue (`src/reservation.rs`) does the writing; this module only
 //! decides.
 
-/// The renewal marks of one `reserve_ahead` window.
+/// The renewal marks of one `reserve_ahead` window, and the trusted lead that follows from it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RenewalPolicy {
     reserve_ahead_us: i64,
+    trust_slack_us: i64,
 }
+
+/// What the trusted lead allows beyond a window by default: enough for the clocks of two
+/// clusters to differ at a cut-over or a restore (a dump restored onto a host up to a minute
+/// behind the one it came from is taken as it is), and the whole lead that any role able to
+/// call `snowflake_raise_floor` or write a floor relation can give every database's IDs.
+pub const TRUST_SLACK_US: i64 = 60 * 1_000_000;
 
 /// What a session does before the first ID of a tick.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,7 +46,37 @@ impl RenewalPolicy {
     pub fn new(reserve_ahead_us: i64) -> Self {
         RenewalPolicy {
             reserve_ahead_us: reserve_ahead_us.clamp(0, i64::MAX / 8),
+            trust_slack_us: TRUST_SLACK_US,
         }
+    }
+
+    /// The same policy with another slack for the trusted lead (the model check's clock counts
+    /// ticks, not microseconds).
+    pub fn with_trust_slack(self, trust_slack_us: i64) -> Self {
+        RenewalPolicy {
+            trust_slack_us: trust_slack_us.clamp(0, i64::MAX / 8),
+            ..self
+        }
+    }
+
+    /// How far ahead of the wall clock a floor the extension did not write counts (design
+    /// §5.3): a window, which a dump's floor leads the clock of its cluster by at most, plus the
+    /// slack for two hosts' clocks (61 s by default).
+    pub fn trusted_lead(&self) -> i64 {
+        self.reserve_ahead_us + self.trust_slack_us
+    }
+
+    /// Whether `value` lies more than the trusted lead ahead of `wall`: such a value from
+    /// elsewhere waits for a superuser, and `snowflake_raise_floor` refuses it. The one rule
+    /// the extension and the model check both ask.
+    pub fn beyond_trusted_lead(&self, value: i64, wall: i64) -> bool {
+        value.saturating_sub(wall) > self.trusted_lead()
+    }
+
+    /// The reservation worker's period: a sixteenth of the window, at least 1 ms, so that a
+    /// renewal starts within it of the worker's mark, two periods before sessions would renew.
+    pub fn worker_period(&self) -> i64 {
+        (self.reserve_ahead_us / 16).max(1_000)
     }
 
     /// Below this much left the reservation worker renews: seven eighths of a window. (Each
@@ -164,5 +201,18 @@ mod tests {
         );
         // Renewed already: nothing to do.
         assert_eq!(policy.for_worker(now + 1_800_000, now, now, || true), None);
+    }
+
+    #[test]
+    fn the_trusted_lead_is_a_window_and_the_slack() {
+        let policy = RenewalPolicy::new(1_000_000);
+        assert_eq!(policy.trusted_lead(), 61_000_000);
+        assert!(!policy.beyond_trusted_lead(61_000_000, 0));
+        assert!(policy.beyond_trusted_lead(61_000_001, 0));
+        assert!(!policy.beyond_trusted_lead(i64::MIN, i64::MAX));
+        let ticks = RenewalPolicy::new(4).with_trust_slack(2);
+        assert_eq!(ticks.trusted_lead(), 6);
+        assert_eq!(policy.worker_period(), 62_500);
+        assert_eq!(RenewalPolicy::new(1_000).worker_period(), 1_000);
     }
 }

@@ -299,7 +299,7 @@ impl Model for ProtocolModel {
                 }
                 _ => {}
             }
-            for lead in [1, WINDOW + TRUST_SLACK + 1] {
+            for lead in [1, policy().trusted_lead() + 1] {
                 if restorable && state.may_restore(db, state.wall + lead, OTHER_CLUSTER) {
                     actions.push(Action::RestoreForeign { db, lead });
                 }

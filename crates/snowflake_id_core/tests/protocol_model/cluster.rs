@@ -46,7 +46,7 @@ pub const fn identity(cluster: u8, timeline: u8) -> u8 {
 }
 
 pub fn policy() -> RenewalPolicy {
-    RenewalPolicy::new(WINDOW)
+    RenewalPolicy::new(WINDOW).with_trust_slack(TRUST_SLACK)
 }
 
 /// A broken property, as the state that broke it records it.

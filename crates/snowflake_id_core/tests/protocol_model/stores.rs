@@ -125,7 +125,7 @@ impl FloorRelation for InMemoryRelation<'_> {
     }
 
     fn learned(&mut self, floor: i64) -> Result<(), ()> {
-        let beyond = floor - self.state.wall > WINDOW + TRUST_SLACK;
+        let beyond = policy().beyond_trusted_lead(floor, self.state.wall);
         if beyond && floor > self.state.durable_floor {
             if self.bug != Bug::TrustBeyondBound {
                 return Err(());
