@@ -220,6 +220,43 @@ fn a_lag_of_nine_tenths_of_the_covered_bound_under_steady_load_is_covered() {
     fail_over_and_check(test, primary, &standby, link, &old, 10_000);
 }
 
+/// The reference's step for a lag above the default `snowflake_id.failover_lag` (Known gaps):
+/// for a lag that peaks at 3 s, `snowflake_id.failover_lag = '5s'` in the standby's
+/// `postgresql.conf`, then a reload; a failover under steady load is then covered (with the
+/// default, 500 ms, the same failover issues IDs at or below the old primary's).
+#[test]
+fn a_lag_above_the_default_is_covered_once_failover_lag_is_raised_as_the_reference_says() {
+    let test = "lag 3 s, standby clock 10 s behind, snowflake_id.failover_lag = '5s' on the \
+                standby, steady load";
+    let (primary, standby, link) = lagging_pair(&[], "-10s", Duration::from_millis(3_000), true);
+    standby.append_config("snowflake_id.failover_lag = '5s'");
+    let mut on_standby = standby.connect();
+    on_standby.batch_execute("SELECT pg_reload_conf()").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let lag: String = on_standby
+            .query_one("SHOW snowflake_id.failover_lag", &[])
+            .unwrap()
+            .get(0);
+        if lag == "5s" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{test}: the reload did not take: {lag}"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    let mut client = primary.connect();
+    let mut old = Vec::new();
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        old.extend(burst(&mut client, 200, 200));
+        thread::sleep(Duration::from_millis(20));
+    }
+    fail_over_and_check(test, primary, &standby, link, &old, 10_000);
+}
+
 /// A standby that never received a reservation record (no reservation worker on the primary,
 /// and the link held before the first ID, so that the first IDs' record never reaches it) knows
 /// of no ID the old primary issued. It starts `max_lead` and a second above its clock
