@@ -10,7 +10,7 @@
 //! 0.8.0 the owner's pg_dump fails (it could not read the floor relations).
 
 use snowflake_id_cluster_tests::fixtures::{
-    column, extension_crate_version, extension_version, failure, released_versions,
+    column, extension_crate_version, extension_version, failure, released_versions, version_numbers,
 };
 use snowflake_id_cluster_tests::{Client, Cluster};
 
@@ -36,8 +36,7 @@ SELECT snowflake_accept_floor();";
 
 /// Whether `version` is older than `than`.
 fn before(version: &str, than: [u32; 3]) -> bool {
-    let parts: Vec<u32> = version.split('.').map(|p| p.parse().unwrap()).collect();
-    parts[..] < than[..]
+    version_numbers(version)[..] < than[..]
 }
 
 /// Releases 0.5.0 to 0.8.0 had the floor relations (a dump reads them) and granted nobody but
