@@ -68,6 +68,28 @@ pub fn role() -> Role {
     }
 }
 
+/// Whether Citus distributes table `table` (listed in `pg_dist_partition`: its rows are on the
+/// workers, or in shards); false where Citus is not installed.
+pub fn distributes(table: pg_sys::Oid) -> bool {
+    // SAFETY: a syscache lookup of a name in pg_catalog, where only superusers create objects.
+    let listed = unsafe {
+        pg_sys::get_relname_relid(
+            c"pg_dist_partition".as_ptr(),
+            pg_sys::Oid::from(pg_sys::PG_CATALOG_NAMESPACE),
+        )
+    };
+    listed != pg_sys::InvalidOid
+        && Spi::get_one_with_args::<bool>(
+            "SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition \
+                             WHERE logicalrelid OPERATOR(pg_catalog.=) $1)",
+            &[table.into()],
+        )
+        .unwrap_or_else(|error| {
+            errors::internal(format!("could not read Citus's table metadata: {error}")).raise()
+        })
+        .unwrap_or(false)
+}
+
 impl Role {
     /// Raises 0A000 on a worker: `function` changes sequences on the coordinator only.
     pub fn refuse_on_worker(self, function: &str, sequence: &str) {

@@ -4,8 +4,8 @@
 //! value is in the pure core crate `snowflake_id_core` (crates/snowflake_id_core).
 //! Glue files, named by what they face: `gucs`, `shared_memory`, `system_clock`, `cluster_time`,
 //! `reservation`, `reservation_worker`, `catalog`, `sequence_cache`, `database_floor`,
-//! `backend`, `citus`, `sql_api`, `stored_ids`, `privileges`, `maintenance`, `timestamps`,
-//! `errors`.
+//! `backend`, `citus`, `sql_api`, `stored_ids`, `subtransaction`, `privileges`, `maintenance`,
+//! `timestamps`, `errors`.
 
 use pgrx::prelude::*;
 
@@ -24,6 +24,7 @@ mod sequence_cache;
 mod shared_memory;
 mod sql_api;
 mod stored_ids;
+mod subtransaction;
 mod system_clock;
 mod timestamps;
 
@@ -44,7 +45,7 @@ mod sql_tests;
 // function is declared there, none by pgrx: `#[pg_extern(sql = false)]`); the update scripts
 // beside it carry a database made by an earlier release to the same objects.
 pgrx::extension_sql_file!(
-    "../sql/snowflake_id--0.11.0.sql",
+    "../sql/snowflake_id--0.12.0.sql",
     name = "install",
     bootstrap
 );

@@ -3,50 +3,221 @@
 //! `--extension=snowflake_id`, rows copied from another server. Nothing carries their floor, so
 //! new IDs can repeat theirs where this server's clock is behind the one that made them, and no
 //! value a role writes into a table may move the floor. `pg_restore` builds a table's keys after
-//! its rows: the event trigger `snowflake_id_warn_of_stored_ids_ahead` (sql/) calls
-//! `warn_of_stored_ids_ahead` for each valid btree index led by a column whose default is
-//! `snowflake_nextval(['<sequence>'])`, which warns, naming whose table it is and a
-//! superuser's step, when the column's largest ID lies beyond where this database's new IDs
-//! begin.
+//! its rows: the event trigger `snowflake_id_warn_of_stored_ids_ahead` (sql/) runs
+//! `snowflake_stored_ids_ahead_of_new_indexes` at the end of each `CREATE INDEX` and
+//! `ALTER TABLE`, which warns, naming whose table it is and a superuser's step, when a valid
+//! btree index the command built or touched is led by a column whose default is
+//! `snowflake_nextval(['<sequence>'])` and that column's largest ID lies beyond where this
+//! database's new IDs begin.
+//!
+//! A command that can neither build an index nor set a column's default (most of a migration's
+//! steps: `ADD COLUMN` without constraints, `DROP COLUMN`, …) is told apart by its parse tree
+//! and costs one call that returns; only the others read which objects they touched (one query,
+//! planned once per backend).
 //!
 //! The largest ID is the index's last entry: read through the index access method with the
 //! built-in `int8` comparisons, as the role that ran the command, so no role's code runs
 //! (no policy, no operator class, no expression of the table's owner) and no role is switched.
 
+use std::cell::RefCell;
+use std::ffi::CStr;
+
 use pgrx::prelude::*;
+use pgrx::spi::OwnedPreparedStatement;
+use pgrx::PgList;
 
 use crate::backend;
 use crate::catalog;
+use crate::citus;
 use crate::errors;
 use crate::reservation;
 use crate::shared_memory;
+use crate::subtransaction;
 use crate::system_clock;
 
-/// `snowflake_id_internal.warn_of_stored_ids_ahead(index oid, seq text)`, declared in sql/
-/// for the event trigger: a WARNING when the largest ID in the column that leads `index` ends
-/// after the time from which this database issues IDs of `seq`, or when `seq` does not exist
-/// here. It changes nothing. It learns something of the table's rows, so it answers only a
-/// role with the rights of the table's owner (the one whose command fired the trigger), and
-/// only for an index it can read without running anybody's code.
-#[pg_extern(sql = false)]
-fn warn_of_stored_ids_ahead(index: pg_sys::Oid, seq: &str) {
-    if shared_memory::try_state().is_none() {
-        return;
+/// `snowflake_id_internal.stored_ids_ahead_of_new_indexes()`, the event trigger's function
+/// (declared in sql/): a WARNING for each index the command built or touched whose leading
+/// snowflake column holds IDs beyond where this database's new IDs of its sequence begin, or of
+/// a sequence this database does not have. It changes nothing, and a check that cannot run (a
+/// corrupted catalog row, say) becomes a WARNING that leaves the command alone.
+///
+/// # Safety
+/// PostgreSQL calls it as an event trigger function: `fcinfo->context`, when it is an
+/// `EventTriggerData`, lives for the call.
+#[no_mangle]
+#[pg_guard]
+pub unsafe extern "C-unwind" fn snowflake_stored_ids_ahead_of_new_indexes(
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> pg_sys::Datum {
+    // SAFETY: the context is null or a node, whose tag says what it is (see the contract).
+    let command = unsafe {
+        let context = (*fcinfo).context;
+        if context.is_null() || (*context).type_ != pg_sys::NodeTag::T_EventTriggerData {
+            errors::not_called_as_event_trigger().raise();
+        }
+        (*context.cast::<pg_sys::EventTriggerData>()).parsetree
+    };
+    // SAFETY: the statement that fired the trigger, a parse tree valid for this call.
+    if shared_memory::try_state().is_none() || !unsafe { may_index_or_set_default(command) } {
+        return pg_sys::Datum::from(0);
     }
+    for index in indexes_touched() {
+        if let Err(message) = subtransaction::run(|| warn_if_stored_ids_ahead(index)) {
+            errors::stored_ids_not_compared(&message).warn();
+        }
+    }
+    pg_sys::Datum::from(0)
+}
+
+/// Version-1 calling convention of `snowflake_stored_ids_ahead_of_new_indexes`.
+#[no_mangle]
+pub extern "C" fn pg_finfo_snowflake_stored_ids_ahead_of_new_indexes(
+) -> &'static pg_sys::Pg_finfo_record {
+    static VERSION_1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &VERSION_1
+}
+
+/// Whether `command` (a `CREATE INDEX` or an `ALTER TABLE`) may build an index or give a
+/// column a default: every `CREATE INDEX`; an `ALTER TABLE` with a subcommand that adds an
+/// index, a primary key, a unique or exclusion constraint (or a column with one), sets a
+/// column's default, changes a column's type or attaches a partition. A node of another kind is
+/// taken as one that may.
+///
+/// # Safety
+/// `command` is a valid parse tree.
+unsafe fn may_index_or_set_default(command: *mut pg_sys::Node) -> bool {
+    use pg_sys::AlterTableType as Subcommand;
+    // SAFETY: see the contract; each node's tag is checked before it is read as its kind.
+    unsafe {
+        if command.is_null() || (*command).type_ != pg_sys::NodeTag::T_AlterTableStmt {
+            return true;
+        }
+        let statement = command.cast::<pg_sys::AlterTableStmt>();
+        PgList::<pg_sys::AlterTableCmd>::from_pg((*statement).cmds)
+            .iter_ptr()
+            .any(|subcommand| {
+                let definition = (*subcommand).def;
+                match (*subcommand).subtype {
+                    Subcommand::AT_AddColumn => {
+                        !definition.is_null()
+                            && (*definition).type_ == pg_sys::NodeTag::T_ColumnDef
+                            && column_builds_an_index(definition.cast())
+                    }
+                    Subcommand::AT_AddConstraint => builds_an_index(definition),
+                    Subcommand::AT_ColumnDefault => !definition.is_null(),
+                    Subcommand::AT_AddIndex
+                    | Subcommand::AT_ReAddIndex
+                    | Subcommand::AT_AddIndexConstraint
+                    | Subcommand::AT_AlterColumnType
+                    | Subcommand::AT_AttachPartition => true,
+                    _ => false,
+                }
+            })
+    }
+}
+
+/// Whether a new column's definition builds an index (a default alone does not matter: the
+/// new column is filled with new IDs, none ahead of the floor).
+///
+/// # Safety
+/// `column` is a valid `ColumnDef` of a raw parse tree.
+unsafe fn column_builds_an_index(column: *mut pg_sys::ColumnDef) -> bool {
+    // SAFETY: see the contract.
+    unsafe {
+        PgList::<pg_sys::Node>::from_pg((*column).constraints)
+            .iter_ptr()
+            .any(|constraint| builds_an_index(constraint))
+    }
+}
+
+/// Whether `node` is a constraint that builds an index: a primary key, a unique or an
+/// exclusion constraint.
+///
+/// # Safety
+/// `node` is null or a valid node.
+unsafe fn builds_an_index(node: *mut pg_sys::Node) -> bool {
+    use pg_sys::ConstrType as Kind;
+    // SAFETY: see the contract; the tag is checked before the node is read as a Constraint.
+    unsafe {
+        !node.is_null()
+            && (*node).type_ == pg_sys::NodeTag::T_Constraint
+            && matches!(
+                (*node.cast::<pg_sys::Constraint>()).contype,
+                Kind::CONSTR_PRIMARY | Kind::CONSTR_UNIQUE | Kind::CONSTR_EXCLUSION
+            )
+    }
+}
+
+/// The objects of the command that fired the trigger, as PostgreSQL collected them: relations
+/// only, each index as itself and each table as its indexes.
+fn indexes_touched() -> Vec<pg_sys::Oid> {
+    thread_local! {
+        static TOUCHED_RELATIONS: RefCell<Option<OwnedPreparedStatement>> =
+            const { RefCell::new(None) };
+    }
+    // Every name is qualified: the plan is made under the caller's search_path.
+    const QUERY: &str =
+        "SELECT DISTINCT c.objid FROM pg_catalog.pg_event_trigger_ddl_commands() c \
+                         WHERE c.classid OPERATOR(pg_catalog.=) \
+                               'pg_catalog.pg_class'::pg_catalog.regclass \
+                           AND c.object_type OPERATOR(pg_catalog.=) \
+                               ANY ('{table,index}'::pg_catalog.text[])";
+    let relations: Vec<pg_sys::Oid> = TOUCHED_RELATIONS.with_borrow_mut(|kept| {
+        Spi::connect(|client| {
+            if kept.is_none() {
+                *kept = Some(client.prepare(QUERY, &[])?.keep());
+            }
+            let statement = kept.as_ref().expect("prepared above");
+            client
+                .select(statement, None, &[])?
+                .map(|row| row.get::<pg_sys::Oid>(1))
+                .collect::<Result<Vec<_>, _>>()
+                .map(|oids| oids.into_iter().flatten().collect())
+        })
+        .unwrap_or_else(|error| {
+            errors::internal(format!(
+                "could not read the objects of the command that fired the event trigger: {error}"
+            ))
+            .raise()
+        })
+    });
+    relations.into_iter().flat_map(indexes_of).collect()
+}
+
+/// `snowflake_id_internal.warn_of_stored_ids_ahead(index oid, seq text)`, which the PL/pgSQL
+/// event trigger function of 0.10.0 and 0.11.0 calls for each candidate index (their update
+/// scripts declare it; the update to 0.12.0 drops it). A database not updated yet runs it with
+/// this library, between the package's install and `ALTER EXTENSION snowflake_id UPDATE`: it
+/// checks `index` as 0.12.0's trigger does (`seq` is the sequence the caller read from the same
+/// column default, which the check reads itself).
+#[pg_extern(sql = false)]
+fn warn_of_stored_ids_ahead(index: pg_sys::Oid, _seq: &str) {
+    if shared_memory::try_state().is_some() {
+        warn_if_stored_ids_ahead(index);
+    }
+}
+
+/// A WARNING when the column that leads `index` has a default of `snowflake_nextval(seq)` and
+/// its largest ID ends after the time from which this database issues IDs of `seq`, or when
+/// `seq` does not exist here. It learns something of the table's rows, so it answers only a
+/// role with the rights of the table's owner (the one whose command fired the trigger), and only
+/// for an index it can read without running anybody's code.
+fn warn_if_stored_ids_ahead(index: pg_sys::Oid) {
     let Some(Largest {
         table,
         owner,
         column,
+        sequence: seq,
         id,
     }) = largest_indexed_id(index)
     else {
         return;
     };
     let catalog = backend::catalog_table();
-    let Some((layout, _)) = catalog::load_layout(&catalog, seq) else {
+    let Some((layout, _)) = catalog::load_layout(&catalog, &seq) else {
         // Rows of a sequence this database does not have (a partial dump brings no catalog
         // rows): their IDs cannot be placed, so the step is said without its time.
-        errors::stored_ids_of_a_missing_sequence(&table, &column, seq).warn();
+        errors::stored_ids_of_a_missing_sequence(&table, &column, &seq).warn();
         return;
     };
     let Ok(parts) = layout.decompose(id) else {
@@ -58,9 +229,35 @@ fn warn_of_stored_ids_ahead(index: pg_sys::Oid, seq: &str) {
         let (wall, _) = system_clock::wall_and_monotonic_us();
         let limit = reservation::renewal_policy().trusted_lead();
         let column = format!("{table}.{column}");
-        errors::stored_ids_ahead(&column, &owner, seq, stored_until, new_from, wall, limit).warn();
+        errors::stored_ids_ahead(&column, &owner, &seq, stored_until, new_from, wall, limit).warn();
     }
 }
+
+/// The indexes of relation `relation`: itself when it is an index, its indexes when it is a
+/// table (none when it no longer exists).
+fn indexes_of(relation: pg_sys::Oid) -> Vec<pg_sys::Oid> {
+    // SAFETY: a syscache lookup, then (for a table) the relation opened by OID inside a
+    // transaction, its index list copied out, and the relation closed keeping its lock.
+    unsafe {
+        match pg_sys::get_rel_relkind(relation) as u8 {
+            pg_sys::RELKIND_INDEX => vec![relation],
+            pg_sys::RELKIND_RELATION => {
+                let table = pg_sys::try_relation_open(relation, ACCESS_SHARE);
+                if table.is_null() {
+                    return Vec::new();
+                }
+                let list = pg_sys::RelationGetIndexList(table);
+                let indexes = PgList::<pg_sys::Oid>::from_pg(list).iter_oid().collect();
+                pg_sys::list_free(list);
+                pg_sys::relation_close(table, pg_sys::NoLock as pg_sys::LOCKMODE);
+                indexes
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+const ACCESS_SHARE: pg_sys::LOCKMODE = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
 
 /// The largest ID an index holds, and where.
 struct Largest {
@@ -69,6 +266,8 @@ struct Largest {
     column: String,
     /// The table owner's name, quoted.
     owner: String,
+    /// The snowflake sequence the column's default draws from.
+    sequence: String,
     id: i64,
 }
 
@@ -78,16 +277,15 @@ const INTEGER_BTREE_FAMILY: u32 = 1976;
 
 /// The largest non-NULL value in the column that leads `index`, when `index` is a valid btree
 /// index without a predicate whose first key is a `bigint` column under the built-in integer
-/// comparisons, and the current role has the rights of the table's owner; None otherwise, and
-/// for an empty column.
+/// comparisons with a default of `snowflake_nextval(<a constant>)`, its table is not one that
+/// Citus distributes (its rows are on the workers), and the current role has the rights of the
+/// table's owner; None otherwise, and for an empty column.
 fn largest_indexed_id(index: pg_sys::Oid) -> Option<Largest> {
-    let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
     // SAFETY: relations opened and locked here are closed below in the order they were opened;
-    // the index's fields are read from its relcache entry while it is open; the scan, its key
-    // and slot live until `index_endscan` and `ExecDropSingleTupleTableSlot`; the value is a
-    // by-value int8 copied out of the slot before it is dropped.
+    // the index's fields are read from its relcache entry while it is open; the value is read
+    // by `last_entry`, whose contract the checks before it establish.
     unsafe {
-        let index_relation = pg_sys::try_relation_open(index, lock);
+        let index_relation = pg_sys::try_relation_open(index, ACCESS_SHARE);
         if index_relation.is_null() {
             return None;
         }
@@ -110,37 +308,112 @@ fn largest_indexed_id(index: pg_sys::Oid) -> Option<Largest> {
                 std::ptr::null_mut(),
             );
         if !plain {
-            pg_sys::relation_close(index_relation, lock);
+            pg_sys::relation_close(index_relation, ACCESS_SHARE);
             return None;
         }
-        let table_relation = pg_sys::table_open((*form).indrelid, lock);
+        let table_relation = pg_sys::table_open((*form).indrelid, ACCESS_SHARE);
         let owner = (*(*table_relation).rd_rel).relowner;
         let column_type = pg_sys::get_atttype((*form).indrelid, first_key);
-        let largest = (pg_sys::has_privs_of_role(pg_sys::GetUserId(), owner)
-            && column_type == pg_sys::INT8OID)
-            .then(|| last_entry(table_relation, index_relation, first_key))
-            .flatten()
-            .map(|id| Largest {
-                table: catalog::qualified(
-                    (*(*table_relation).rd_rel).relnamespace,
-                    (*(*table_relation).rd_rel).relname.data.as_ptr(),
-                ),
-                column: catalog::quoted(pg_sys::get_attname((*form).indrelid, first_key, false)),
-                owner: catalog::quoted(pg_sys::GetUserNameFromId(owner, false)),
-                id,
-            });
-        pg_sys::table_close(table_relation, lock);
-        pg_sys::relation_close(index_relation, lock);
+        let largest = if column_type == pg_sys::INT8OID
+            && pg_sys::has_privs_of_role(pg_sys::GetUserId(), owner)
+        {
+            snowflake_default_of(table_relation, first_key)
+                .filter(|_| !citus::distributes((*form).indrelid))
+                .and_then(|sequence| {
+                    let id = last_entry(table_relation, index_relation, first_key)?;
+                    Some(Largest {
+                        table: catalog::qualified(
+                            (*(*table_relation).rd_rel).relnamespace,
+                            (*(*table_relation).rd_rel).relname.data.as_ptr(),
+                        ),
+                        column: catalog::quoted(pg_sys::get_attname(
+                            (*form).indrelid,
+                            first_key,
+                            false,
+                        )),
+                        owner: catalog::quoted(pg_sys::GetUserNameFromId(owner, false)),
+                        sequence,
+                        id,
+                    })
+                })
+        } else {
+            None
+        };
+        pg_sys::table_close(table_relation, ACCESS_SHARE);
+        pg_sys::relation_close(index_relation, ACCESS_SHARE);
         largest
     }
 }
 
+/// The sequence that column `column` of `table` draws its default from, when the default is a
+/// call of this extension's `snowflake_nextval(text)` with a constant or with none: read from
+/// the table's relcache entry, without SQL.
+///
+/// # Safety
+/// `table` is open and locked inside a transaction.
+unsafe fn snowflake_default_of(
+    table: pg_sys::Relation,
+    column: pg_sys::AttrNumber,
+) -> Option<String> {
+    // SAFETY: see the contract; the descriptor's defaults are `num_defval` entries (a null
+    // pointer when there are none); each node's tag is checked before it is read as its kind.
+    unsafe {
+        let constraints = (*(*table).rd_att).constr;
+        if constraints.is_null() || (*constraints).defval.is_null() {
+            return None;
+        }
+        let defaults =
+            std::slice::from_raw_parts((*constraints).defval, (*constraints).num_defval.into());
+        let default = defaults.iter().find(|default| default.adnum == column)?;
+        let expression = pg_sys::stringToNode(default.adbin).cast::<pg_sys::Node>();
+        if expression.is_null() || (*expression).type_ != pg_sys::NodeTag::T_FuncExpr {
+            return None;
+        }
+        let call = expression.cast::<pg_sys::FuncExpr>();
+        if !is_snowflake_nextval((*call).funcid) {
+            return None;
+        }
+        // `snowflake_nextval()` is stored without its argument (the planner adds the declared
+        // default, 'default', to the call).
+        let arguments = PgList::<pg_sys::Node>::from_pg((*call).args);
+        let argument = match arguments.len() {
+            0 => return Some("default".to_owned()),
+            1 => arguments.get_ptr(0)?,
+            _ => return None,
+        };
+        if (*argument).type_ != pg_sys::NodeTag::T_Const {
+            return None;
+        }
+        let constant = argument.cast::<pg_sys::Const>();
+        if (*constant).constisnull || (*constant).consttype != pg_sys::TEXTOID {
+            return None;
+        }
+        let text = pg_sys::text_to_cstring((*constant).constvalue.cast_mut_ptr());
+        Some(CStr::from_ptr(text).to_string_lossy().into_owned())
+    }
+}
+
+/// Whether function `function` is this extension's `snowflake_nextval(text)`: its name and
+/// arity, and its membership of the extension (a role's function of that name is not it).
+fn is_snowflake_nextval(function: pg_sys::Oid) -> bool {
+    // SAFETY: syscache and catalog lookups by OID inside a transaction; the name is compared
+    // at once.
+    unsafe {
+        let name = pg_sys::get_func_name(function);
+        !name.is_null()
+            && CStr::from_ptr(name) == c"snowflake_nextval"
+            && pg_sys::get_func_nargs(function) == 1
+            && pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, function)
+                == pg_sys::get_extension_oid(c"snowflake_id".as_ptr(), true)
+    }
+}
+
 /// The last non-NULL entry of the first key of `index` (the first one for a descending key),
-/// visible to the active snapshot, read from its heap tuple's column `column`.
+/// visible to a snapshot taken now, read from its heap tuple's column `column`.
 ///
 /// # Safety
 /// `table` and `index` are open and locked, `index` a btree index on `table` whose first key is
-/// the `bigint` column `column`, inside a transaction with an active snapshot.
+/// the `bigint` column `column`, inside a transaction.
 unsafe fn last_entry(
     table: pg_sys::Relation,
     index: pg_sys::Relation,
@@ -160,6 +433,9 @@ unsafe fn last_entry(
             pg_sys::InvalidOid,
             pg_sys::Datum::from(0),
         );
+        // A snapshot of now: the command's own rows (a table rewritten by ALTER COLUMN … TYPE)
+        // are not visible to the one it ran with, which the event trigger inherits.
+        pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
         let snapshot = pg_sys::GetActiveSnapshot();
         #[cfg(feature = "pg18")]
         let scan = pg_sys::index_beginscan(table, index, snapshot, std::ptr::null_mut(), 1, 0);
@@ -186,6 +462,7 @@ unsafe fn last_entry(
         });
         pg_sys::ExecDropSingleTupleTableSlot(slot);
         pg_sys::index_endscan(scan);
+        pg_sys::PopActiveSnapshot();
         id.flatten()
     }
 }

@@ -596,61 +596,11 @@ COMMENT ON FUNCTION snowflake_convert_column(regclass, name, text) IS
 -- index's last entry is compared with where this database's new IDs begin, and a WARNING names a
 -- superuser's step when it lies beyond (src/stored_ids.rs; docs/reference.md "Moving to a new
 -- cluster"). No value in a table moves the floor, no role's code runs, no role is switched. The
--- check never fails the command; Citus tables are left out (their rows are on the workers).
-CREATE FUNCTION snowflake_id_internal.warn_of_stored_ids_ahead(index oid, seq text) RETURNS void
-STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'warn_of_stored_ids_ahead_wrapper';
-
+-- check never fails the command; Citus tables are left out (their rows are on the workers). A C
+-- function: a command that can neither build an index nor set a default (told apart by its
+-- parse tree) costs one call that returns, and nothing is planned again at each firing.
 CREATE FUNCTION snowflake_id_internal.stored_ids_ahead_of_new_indexes() RETURNS event_trigger
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $cover$
-DECLARE
-    candidate record;
-    distributed boolean;
-BEGIN
-    FOR candidate IN
-        SELECT DISTINCT i.indexrelid AS index, i.indrelid AS tbl,
-               pg_catalog.regexp_match(pg_catalog.pg_get_expr(ad.adbin, ad.adrelid),
-                            '^(?:[^(]*\.)?snowflake_nextval\((?:''((?:[^'']|'''')*)''::text)?\)$') AS call
-          FROM pg_catalog.pg_event_trigger_ddl_commands() AS c
-          JOIN pg_catalog.pg_index AS i ON c.objid OPERATOR(pg_catalog.=) i.indexrelid
-                                        OR c.objid OPERATOR(pg_catalog.=) i.indrelid
-          JOIN pg_catalog.pg_class AS ic ON ic.oid OPERATOR(pg_catalog.=) i.indexrelid
-          JOIN pg_catalog.pg_am AS am ON am.oid OPERATOR(pg_catalog.=) ic.relam
-                                     AND am.amname OPERATOR(pg_catalog.=) 'btree'
-          JOIN pg_catalog.pg_attribute AS a ON a.attrelid OPERATOR(pg_catalog.=) i.indrelid
-                                           AND a.attnum OPERATOR(pg_catalog.=) i.indkey[0]
-          JOIN pg_catalog.pg_attrdef AS ad ON ad.adrelid OPERATOR(pg_catalog.=) a.attrelid
-                                          AND ad.adnum OPERATOR(pg_catalog.=) a.attnum
-          JOIN pg_catalog.pg_depend AS d
-            ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_attrdef'::pg_catalog.regclass
-           AND d.objid OPERATOR(pg_catalog.=) ad.oid
-           AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
-           AND d.refobjid OPERATOR(pg_catalog.=) snowflake_id_internal.user_function('snowflake_nextval', 1)
-         WHERE c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
-           AND c.object_type OPERATOR(pg_catalog.=) ANY ('{table,index}'::text[])
-           AND i.indisvalid AND i.indpred IS NULL
-           AND a.atttypid OPERATOR(pg_catalog.=) 'pg_catalog.int8'::pg_catalog.regtype
-    LOOP
-        CONTINUE WHEN candidate.call IS NULL;
-        BEGIN
-            IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
-                EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition
-                                         WHERE logicalrelid OPERATOR(pg_catalog.=) $1)'
-                   INTO distributed USING candidate.tbl;
-                CONTINUE WHEN distributed;
-            END IF;
-            PERFORM snowflake_id_internal.warn_of_stored_ids_ahead(
-                        candidate.index,
-                        COALESCE(pg_catalog.replace(candidate.call[1], '''''', ''''), 'default'));
-        EXCEPTION WHEN OTHERS THEN
-            -- A check that cannot run (a corrupted catalog row, say) leaves the command alone;
-            -- only a candidate pays for the subtransaction.
-            RAISE WARNING 'snowflake_id could not compare the IDs the command indexed with this database''s floor: %', SQLERRM;
-        END;
-    END LOOP;
-END
-$cover$;
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_stored_ids_ahead_of_new_indexes';
 
 CREATE EVENT TRIGGER snowflake_id_warn_of_stored_ids_ahead ON ddl_command_end
     WHEN TAG IN ('CREATE INDEX', 'ALTER TABLE')
