@@ -224,8 +224,7 @@ pub fn accept_floor() -> i64 {
         let catalog = backend.sequences.catalog_table();
         backend.floor.follow(catalog);
         let value = backend.floor.value_now(catalog);
-        shared.raise_durable_floor(value);
-        shared.log_and_raise_durable_floor(value);
+        protocol::accept_floor(&mut ClusterReservation(shared), value);
     });
     shared.durable_floor()
 }

@@ -242,8 +242,7 @@ pub fn raise_floor<R: Reservation, F: FloorRelation>(
         return Ok(Cover::Gone);
     };
     read(view, relation, page)?;
-    reservation.raise_durable_floor(until);
-    reservation.log_durable_floor(until);
+    accept_floor(reservation, until);
     while view.newest().value < until {
         if let Some(written) = relation.raise(until, page) {
             view.wrote(written);
@@ -259,6 +258,15 @@ pub fn raise_floor<R: Reservation, F: FloorRelation>(
     let newest = view.newest().value;
     make_durable(view, relation, newest);
     Ok(Cover::Covered)
+}
+
+/// `snowflake_accept_floor` (a superuser's decision, with its checks done by the caller), and
+/// the second step of [`raise_floor`]: this server's sessions move above `floor` (the durable
+/// floor, which every new tick checks), then the cluster's WAL does (a reservation record,
+/// flushed: standbys, restored backups), before anything else is written.
+pub fn accept_floor<R: Reservation>(reservation: &mut R, floor: i64) {
+    reservation.raise_durable_floor(floor);
+    reservation.log_durable_floor(floor);
 }
 
 /// A server's start (the postmaster's, or a restart after a crash), from what its reservation

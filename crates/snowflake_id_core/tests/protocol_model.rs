@@ -1,10 +1,10 @@
 //! An exhaustive model check of the protocol (docs/design.md §5): `snowflake_id_core::protocol`
 //! run by stateright through every history of up to [`MAX_DEPTH`] events of a small cluster, its
 //! reservation, WAL and floor relations in memory. The steps are the ones the extension runs
-//! (`first_id_of_tick`, `cover`, `learn`, `renew_for_worker`, `failover_margin`,
-//! `floor_after_promotion`); what is modelled here is PostgreSQL around them: the WAL and what a
-//! crash, a checkpoint or a lagging standby keeps of it, the reservation file, `pg_dump` and
-//! `pg_restore`, `pg_upgrade`.
+//! (`first_id_of_tick`, `cover`, `learn`, `renew_for_worker`, `raise_floor`, `accept_floor`,
+//! `failover_margin`, `floor_after_promotion`); what is modelled here is PostgreSQL around them:
+//! the WAL and what a crash, a checkpoint or a lagging standby keeps of it, the reservation file,
+//! `pg_dump` and `pg_restore`, `pg_upgrade`.
 //!
 //! The cluster: two sessions (worker ids 0 and 1, in databases 0 and 1), the reservation worker,
 //! the WAL writer, and a wall clock that runs from 0 to [`HORIZON`] ticks, with a reservation
@@ -21,20 +21,28 @@
 //! trusted lead, or beyond it); a `pg_upgrade` into a new cluster whose clock is behind; and, from
 //! a second initial state where database 1's extension predates the floor relations, the update
 //! that creates them (that database is dumped or upgraded only after a tick issued there since, as
-//! the reference's update steps say). Crashes, restarts, failovers, recoveries and upgrades happen
+//! the reference's update steps say); and, in a third run, a superuser's `snowflake_raise_floor`
+//! (once, as far ahead as its bound lets it) and `snowflake_accept_floor` of a floor its sessions
+//! refuse. A streaming standby has replayed every reservation record a checkpoint took out of the
+//! WAL, as its own file holds them. Crashes, restarts, failovers, recoveries and upgrades happen
 //! at most [`MAX_FAULTS`] times per history, each restore once per database. Histories of up to
 //! [`MAX_DEPTH`] events are explored without recoveries, and of up to
-//! [`MAX_DEPTH_WITH_RECOVERIES`] with them (a recovery offers a target at every record).
+//! [`MAX_DEPTH_WITH_RECOVERIES`] with them (a recovery offers a target at every record), and of up
+//! to [`MAX_DEPTH_WITH_FLOOR_CALLS`] with the floor calls too.
 //!
 //! Properties, in every state reached: no worker id issues a tick it issued before (so no ID
 //! twice, across crashes, failover and upgrades; after a recovery, none it had issued before the
 //! target), no database issues an ID at or below one restored into it, and no floor from elsewhere
-//! moves the cluster more than the trusted lead ahead of the wall clock. Left out, as design §8
-//! says: a failover less than the lag after a forward jump of the old primary's clock, and
-//! restores that lower a floor not yet carried on; let in, the checker finds them. Each seeded bug
+//! moves the cluster more than the trusted lead ahead of the wall clock; a `snowflake_raise_floor`
+//! its checks refuse moves nothing (neither the server nor the WAL), and no server that has the
+//! floor a raise wrote refuses it (unless a restore or `pg_upgrade` brought the database a value
+//! since). Left out, as design §8 says: a failover less than the lag after a forward jump of the
+//! old primary's clock, and restores that lower a floor not yet carried on; let in, the checker finds them. Each seeded bug
 //! of the in-memory store (one that drops the floor's flush, one that writes over a change instead
 //! of reading it again, one that trusts a floor beyond the bound, a session that never looks for
-//! relations an update created) is caught, and its history printed; so are a recovery whose
+//! relations an update created) is caught, and its history printed; so are a glue that moves the
+//! server before `raise_floor`'s checks, one that writes the raise's relation record before its
+//! reservation record (a recovery between the two refuses the raised floor), a recovery whose
 //! reservation records are not replayed, and a writer relation that names the cluster without its
 //! timeline (a dump from after a recovery's target then repeats IDs: what this check found,
 //! `pgrx-tests/tests/pitr.rs`).
@@ -90,12 +98,24 @@ enum Action {
     Update {
         db: usize,
     },
+    /// `snowflake_raise_floor` in database `db`, to the furthest the bound lets it (the
+    /// trusted lead ahead of the wall clock), once per history.
+    Raise {
+        db: usize,
+    },
+    /// `snowflake_accept_floor` in database `db`, where its floor relation holds a value its
+    /// sessions refuse (a superuser's decision).
+    Accept {
+        db: usize,
+    },
 }
 
 struct ProtocolModel {
     bug: Bug,
     /// Whether point-in-time recoveries are among the events.
     recoveries: bool,
+    /// Whether `snowflake_raise_floor` and `snowflake_accept_floor` are among the events.
+    floor_calls: bool,
     /// The one property to check, or None for all.
     checks: Option<&'static str>,
 }
@@ -103,6 +123,9 @@ struct ProtocolModel {
 const ISSUED_TWICE: &str = "no worker id issues a tick twice";
 const BELOW_RESTORED: &str = "no database issues an ID at or below one restored into it";
 const BEYOND_BOUND: &str = "no floor from elsewhere moves the cluster beyond the trusted lead";
+const RAISE_NEVER_REFUSED: &str =
+    "no server that has the floor snowflake_raise_floor wrote refuses it";
+const REFUSED_RAISE_MOVES_NOTHING: &str = "a refused snowflake_raise_floor moves nothing";
 
 impl ProtocolModel {
     fn first_id_of_tick(
@@ -132,6 +155,7 @@ impl ProtocolModel {
             };
             if protocol::learn(&mut view, &mut relation).is_err() {
                 state.sessions[session].view = view;
+                state.refused(db);
                 return;
             }
         }
@@ -163,6 +187,7 @@ impl ProtocolModel {
         state.sessions[session].view = view;
         if refused {
             // The statement fails: no ID, until a superuser accepts the floor.
+            state.refused(db);
             return;
         }
         match step {
@@ -187,6 +212,46 @@ impl ProtocolModel {
     }
 }
 
+impl ProtocolModel {
+    /// `snowflake_raise_floor(until)` in database `db`, run by its session's backend: the
+    /// protocol's `raise_floor` (with [`Bug::RaiseMovesServerFirst`], the glue moves the server
+    /// first). A call its checks refuse must leave the server and the WAL as they were.
+    fn raise_floor(&self, state: State, db: usize, until: i64) -> State {
+        let before = (state.durable_floor, state.clock, state.wal.clone());
+        let mut view = state.sessions[db].view;
+        let stores = RaiseStores {
+            state: std::cell::RefCell::new(state),
+            db,
+            bug: self.bug,
+            pending_reservation: std::cell::Cell::new(None),
+        };
+        let mut reservation = RaiseReservation(&stores);
+        if self.bug == Bug::RaiseMovesServerFirst {
+            protocol::accept_floor(&mut reservation, until);
+        }
+        let raised = protocol::raise_floor(
+            &mut reservation,
+            &mut view,
+            &mut RaiseRelation(&stores),
+            until,
+        );
+        stores.write_pending_reservation();
+        let mut state = stores.state.into_inner();
+        state.sessions[db].view = view;
+        match raised {
+            Err(())
+                if (state.durable_floor, state.clock, &state.wal)
+                    != (before.0, before.1, &before.2) =>
+            {
+                state.fault.get_or_insert(Fault::RefusedRaiseMoved);
+            }
+            Err(()) => {}
+            Ok(_) => state.jumped_at = state.jumped_at.max(state.clock),
+        }
+        state
+    }
+}
+
 impl Model for ProtocolModel {
     type State = State;
     type Action = Action;
@@ -205,6 +270,7 @@ impl Model for ProtocolModel {
             durable_floor: i64::MIN,
             file: i64::MIN,
             backup_file: i64::MIN,
+            checkpointed_reservation: i64::MIN,
             started_without_file: true,
             base: [created; DATABASES],
             wal: Vec::new(),
@@ -224,6 +290,8 @@ impl Model for ProtocolModel {
             lowered: [false; DATABASES],
             present: [true; DATABASES],
             unfloored: [false; DATABASES],
+            brought: [false; DATABASES],
+            raised: None,
         };
         state.start_server(0, i64::MIN, true);
         // Also a cluster whose second database's extension predates the floor relations.
@@ -304,6 +372,17 @@ impl Model for ProtocolModel {
                     actions.push(Action::RestoreForeign { db, lead });
                 }
             }
+            if !self.floor_calls {
+                continue;
+            }
+            // (One database is enough: the raise moves the whole server.)
+            if state.raised.is_none() && db == 0 {
+                actions.push(Action::Raise { db });
+            }
+            let floor = state.relations(db).floor.value;
+            if floor > state.durable_floor && policy().beyond_trusted_lead(floor, state.wall) {
+                actions.push(Action::Accept { db });
+            }
         }
     }
 
@@ -371,8 +450,10 @@ impl Model for ProtocolModel {
                 // Which of the old primary's rows arrived is left open: its IDs count in
                 // `issued` (no tick twice), and none here for a later `pg_upgrade` or dump.
                 state.held = [NO_TICKS; DATABASES];
-                state.start_server(wall, i64::MIN, true);
-                // (Its file came with its base backup: it did not start without one.)
+                // Its own file: the reservations it replayed before the latest checkpoint; it
+                // replays those after it below. (It did not start without one.)
+                let file = state.checkpointed_reservation;
+                state.start_server(wall, file, true);
                 state.started_without_file = false;
                 promote(&mut state);
             }
@@ -388,6 +469,7 @@ impl Model for ProtocolModel {
                 }
                 state.faults += 1;
                 let file = state.backup_file;
+                state.checkpointed_reservation = file;
                 let redo = self.bug != Bug::NoRedoInArchiveRecovery;
                 state.start_server((state.wall - CLOCK_BACK).max(0), file, redo);
                 promote(&mut state);
@@ -422,11 +504,29 @@ impl Model for ProtocolModel {
                 };
                 state.present[db] = true;
             }
+            Action::Raise { db } => {
+                let until = state.wall + policy().trusted_lead();
+                state.raised = Some(until);
+                state = self.raise_floor(state, db, until);
+            }
+            Action::Accept { db } => {
+                let floor = state.relations(db).floor.value;
+                let mut reservation = InMemoryReservation {
+                    state: &mut state,
+                    lock_free: true,
+                };
+                protocol::accept_floor(&mut reservation, floor);
+                state.jumped_at = state.clock;
+                // The cluster now runs beyond the trusted lead: its own floors, after a recovery
+                // to another timeline, lie beyond it too, as the value it accepted did.
+                state.brought = [true; DATABASES];
+            }
             Action::Upgrade => {
                 // A clean shutdown, then the data files into a new cluster (new system
                 // identifier, new WAL, no reservation file) on a host whose clock is behind.
                 state.checkpoint();
                 state.cluster = 2;
+                state.checkpointed_reservation = i64::MIN;
                 state.timeline = 1;
                 // The new cluster holds the IDs of the data files; IDs the old one issued that
                 // no database holds (their rows lost in a failover) are not promised to it.
@@ -440,6 +540,7 @@ impl Model for ProtocolModel {
                 });
                 state.issued = state.stored;
                 state.faults += 1;
+                state.brought = [true; DATABASES];
                 state.start_server((state.wall - CLOCK_BACK).max(0), i64::MIN, true);
                 state.backup_file = state.file;
             }
@@ -459,6 +560,12 @@ impl Model for ProtocolModel {
             }),
             Property::always(BEYOND_BOUND, |_, state: &State| {
                 state.fault != Some(Fault::LeadBeyondBound)
+            }),
+            Property::always(RAISE_NEVER_REFUSED, |_, state: &State| {
+                state.fault != Some(Fault::RefusedOwnRaise)
+            }),
+            Property::always(REFUSED_RAISE_MOVES_NOTHING, |_, state: &State| {
+                state.fault != Some(Fault::RefusedRaiseMoved)
             }),
         ];
         all.into_iter()
@@ -482,7 +589,7 @@ fn promote(state: &mut State) {
 fn check(
     bug: Bug,
     checks: Option<&'static str>,
-    recoveries: bool,
+    (recoveries, floor_calls): (bool, bool),
     depth: usize,
     threads: usize,
 ) -> Vec<(&'static str, String)> {
@@ -490,6 +597,7 @@ fn check(
     let checker = ProtocolModel {
         bug,
         recoveries,
+        floor_calls,
         checks,
     }
     .checker()
@@ -498,7 +606,8 @@ fn check(
     .spawn_dfs()
     .join();
     println!(
-        "{bug:?}, recoveries {recoveries}: {} states ({} unique), depth {}, in {:.1} s",
+        "{bug:?}, recoveries {recoveries}, floor calls {floor_calls}: {} states ({} unique), \
+         depth {}, in {:.1} s",
         checker.state_count(),
         checker.unique_state_count(),
         checker.max_depth(),
@@ -519,17 +628,19 @@ fn check(
 }
 
 /// Checks `bug` is caught by `property` (with point-in-time recoveries among the events if
-/// `recoveries`), printing the counterexample.
-fn assert_caught(bug: Bug, property: &'static str, recoveries: bool) {
-    let depth = match recoveries {
-        true => MAX_DEPTH_WITH_RECOVERIES,
-        false => MAX_DEPTH,
+/// `recoveries`, and the superuser's floor calls if `floor_calls`), printing the
+/// counterexample.
+fn assert_caught(bug: Bug, property: &'static str, recoveries: bool, floor_calls: bool) {
+    let depth = match (recoveries, floor_calls) {
+        (_, true) => MAX_DEPTH_WITH_FLOOR_CALLS,
+        (true, false) => MAX_DEPTH_WITH_RECOVERIES,
+        (false, false) => MAX_DEPTH,
     };
     // One thread: a depth-bounded search that skips states it has seen can miss a path that
     // reaches one of them at a smaller depth; with two threads which path comes first depends
     // on the machine's speed (a run beside other work once missed the seeded bug), with one it
     // is the same every run.
-    let found = check(bug, Some(property), recoveries, depth, 1);
+    let found = check(bug, Some(property), (recoveries, floor_calls), depth, 1);
     let (name, path) = found
         .iter()
         .find(|(name, _)| *name == property)
@@ -547,40 +658,72 @@ fn assert_kept(found: Vec<(&'static str, String)>) {
 
 #[test]
 fn the_protocol_keeps_its_promise_in_every_reachable_state() {
-    assert_kept(check(Bug::None, None, false, MAX_DEPTH, 2));
+    assert_kept(check(Bug::None, None, (false, false), MAX_DEPTH, 2));
 }
 
 #[test]
 fn the_protocol_keeps_its_promise_through_point_in_time_recovery_to_any_point() {
-    assert_kept(check(Bug::None, None, true, MAX_DEPTH_WITH_RECOVERIES, 2));
+    assert_kept(check(
+        Bug::None,
+        None,
+        (true, false),
+        MAX_DEPTH_WITH_RECOVERIES,
+        2,
+    ));
+}
+
+#[test]
+fn the_protocol_keeps_its_promise_through_raises_and_accepts() {
+    assert_kept(check(
+        Bug::None,
+        None,
+        (true, true),
+        MAX_DEPTH_WITH_FLOOR_CALLS,
+        2,
+    ));
 }
 
 #[test]
 fn a_store_that_drops_the_floors_flush_is_caught() {
-    assert_caught(Bug::DropFloorFlush, ISSUED_TWICE, false);
+    assert_caught(Bug::DropFloorFlush, ISSUED_TWICE, false, false);
 }
 
 #[test]
 fn a_raise_that_writes_over_a_restore_instead_of_reading_again_is_caught() {
-    assert_caught(Bug::SkipReread, BELOW_RESTORED, false);
+    assert_caught(Bug::SkipReread, BELOW_RESTORED, false, false);
 }
 
 #[test]
 fn a_floor_trusted_beyond_the_bound_is_caught() {
-    assert_caught(Bug::TrustBeyondBound, BEYOND_BOUND, false);
+    assert_caught(Bug::TrustBeyondBound, BEYOND_BOUND, false, false);
 }
 
 #[test]
 fn a_recovery_that_does_not_replay_reservations_is_caught() {
-    assert_caught(Bug::NoRedoInArchiveRecovery, ISSUED_TWICE, true);
+    assert_caught(Bug::NoRedoInArchiveRecovery, ISSUED_TWICE, true, false);
 }
 
 #[test]
 fn a_writer_relation_without_the_timeline_is_caught() {
-    assert_caught(Bug::WriterWithoutTimeline, BELOW_RESTORED, true);
+    assert_caught(Bug::WriterWithoutTimeline, BELOW_RESTORED, true, false);
 }
 
 #[test]
 fn a_session_that_never_looks_for_relations_an_update_created_is_caught() {
-    assert_caught(Bug::NoLookAfterUpdate, ISSUED_TWICE, false);
+    assert_caught(Bug::NoLookAfterUpdate, ISSUED_TWICE, false, false);
+}
+
+#[test]
+fn a_raise_that_moves_the_server_before_its_checks_is_caught() {
+    assert_caught(
+        Bug::RaiseMovesServerFirst,
+        REFUSED_RAISE_MOVES_NOTHING,
+        false,
+        true,
+    );
+}
+
+#[test]
+fn a_raise_whose_relation_record_precedes_the_reservations_is_caught() {
+    assert_caught(Bug::RelationRecordFirst, RAISE_NEVER_REFUSED, true, true);
 }

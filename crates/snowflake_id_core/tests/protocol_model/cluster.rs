@@ -19,6 +19,9 @@ pub const MAX_DEPTH: usize = 10;
 /// Events per history when point-in-time recoveries are among them (each offers a target at
 /// every record of the WAL, which multiplies the histories).
 pub const MAX_DEPTH_WITH_RECOVERIES: usize = 9;
+/// Events per history when `snowflake_raise_floor` and `snowflake_accept_floor` are among them,
+/// with recoveries.
+pub const MAX_DEPTH_WITH_FLOOR_CALLS: usize = 8;
 /// Crashes, clean restarts, failovers, recoveries and upgrades per history.
 pub const MAX_FAULTS: u8 = 2;
 /// How far a crash or an upgrade sets the clock back.
@@ -58,6 +61,11 @@ pub enum Fault {
     BelowRestored,
     /// A floor from elsewhere moved the cluster beyond the trusted lead.
     LeadBeyondBound,
+    /// A session was refused the floor `snowflake_raise_floor` wrote, with no restore or
+    /// `pg_upgrade` in between (after a promotion or a recovery that has the relation's record).
+    RefusedOwnRaise,
+    /// A `snowflake_raise_floor` refused by its checks moved the server or wrote the WAL.
+    RefusedRaiseMoved,
 }
 
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
@@ -130,6 +138,10 @@ pub struct State {
     /// What the reservation file of a base backup taken at the latest checkpoint holds (the
     /// backup a point-in-time recovery starts from, its archive being the WAL since).
     pub backup_file: i64,
+    /// The highest reservation record a checkpoint took out of the WAL: a streaming standby
+    /// replayed it before (a checkpoint is past every standby here), and its redo wrote it into
+    /// the standby's own reservation file.
+    pub checkpointed_reservation: i64,
     pub started_without_file: bool,
     /// The relations as the data files hold them, before the WAL below.
     pub base: [Relations; DATABASES],
@@ -169,6 +181,12 @@ pub struct State {
     /// issued there since the update created them (a dump or `pg_upgrade` then carries no
     /// floor, which the reference says to avoid by issuing an ID first, design §8).
     pub unfloored: [bool; DATABASES],
+    /// A restore or `pg_upgrade` brought the database's floor relation a value from elsewhere
+    /// (another cluster, or this one on another timeline), which may lie beyond the trusted
+    /// lead.
+    pub brought: [bool; DATABASES],
+    /// The floor `snowflake_raise_floor` wrote (once per history).
+    pub raised: Option<i64>,
 }
 
 impl State {
@@ -238,6 +256,7 @@ impl State {
         // between carries the lower floor (design §8), which the model leaves out.
         let held = self.highest_held(db);
         self.lowered[db] |= held != i64::MIN && floor <= held;
+        self.brought[db] = true;
         self.insert(Record::Floor { db, value: floor });
         self.insert(Record::Writer {
             db,
@@ -259,6 +278,11 @@ impl State {
     /// A checkpoint that no replay goes behind: the WAL's records into the data files (the
     /// relations and rows below it). Positions stay monotonic.
     pub fn checkpoint(&mut self) {
+        for logged in &self.wal {
+            if let Record::Reserve(until) = logged.record {
+                self.checkpointed_reservation = self.checkpointed_reservation.max(until);
+            }
+        }
         for db in 0..DATABASES {
             self.base_restored[db] = self.restored(db);
             self.base[db] = self.relations(db);
@@ -296,6 +320,15 @@ impl State {
         self.clock = self.clock.max(floor);
         if floor > self.published {
             self.file = self.file.max(floor);
+        }
+    }
+
+    /// A session of database `db` refused its floor relation's value: a broken property when
+    /// that is the floor this cluster's `snowflake_raise_floor` wrote and nothing brought the
+    /// database a value since.
+    pub fn refused(&mut self, db: usize) {
+        if !self.brought[db] && self.raised == Some(self.relations(db).floor.value) {
+            self.fault.get_or_insert(Fault::RefusedOwnRaise);
         }
     }
 

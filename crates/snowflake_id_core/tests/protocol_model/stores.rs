@@ -1,6 +1,8 @@
 //! The protocol's two stores in memory, over the model's cluster (`cluster.rs`), with the
 //! faults that can be seeded into them.
 
+use std::cell::{Cell, RefCell};
+
 use snowflake_id_core::floor::{LoggedValue, PageLsn, Provenance};
 use snowflake_id_core::protocol::{FloorRelation, Reservation};
 
@@ -25,6 +27,12 @@ pub enum Bug {
     /// The writer relation names the cluster's system identifier alone, not its timeline: a
     /// floor written on a timeline a point-in-time recovery left is taken for this server's.
     WriterWithoutTimeline,
+    /// `snowflake_raise_floor` moves the server (its durable floor and the WAL's reservation)
+    /// before the protocol's checks run.
+    RaiseMovesServerFirst,
+    /// `snowflake_raise_floor`'s reservation record reaches the WAL after the relation's record
+    /// (b23014f put it before).
+    RelationRecordFirst,
 }
 
 /// The cluster's reservation, in memory.
@@ -179,4 +187,127 @@ pub fn restore_foreign(state: &mut State, db: usize, lead: i64) {
     let floor = state.wall + lead;
     // A tick t ends at t + 1, which the dumped floor holds; any worker id may have made them.
     state.restore(db, floor, OTHER_CLUSTER, [floor - 1; SESSIONS]);
+}
+
+/// The state that `snowflake_raise_floor` works on: both stores at once (the protocol's
+/// `raise_floor` holds the reservation and the relation together), each borrowing the state for
+/// one call. With [`Bug::RelationRecordFirst`], the reservation's WAL record waits in
+/// `pending_reservation` until the relation's record is written.
+pub struct RaiseStores {
+    pub state: RefCell<State>,
+    pub db: usize,
+    pub bug: Bug,
+    pub pending_reservation: Cell<Option<i64>>,
+}
+
+impl RaiseStores {
+    /// The reservation record held back by [`Bug::RelationRecordFirst`], written and flushed.
+    pub fn write_pending_reservation(&self) {
+        if let Some(floor) = self.pending_reservation.take() {
+            let mut state = self.state.borrow_mut();
+            let lsn = state.insert(Record::Reserve(floor));
+            state.flush_to(lsn);
+        }
+    }
+
+    fn reservation<T>(&self, f: impl FnOnce(&mut InMemoryReservation) -> T) -> T {
+        f(&mut InMemoryReservation {
+            state: &mut self.state.borrow_mut(),
+            lock_free: true,
+        })
+    }
+
+    fn relation<T>(&self, f: impl FnOnce(&mut InMemoryRelation) -> T) -> T {
+        f(&mut InMemoryRelation {
+            state: &mut self.state.borrow_mut(),
+            db: self.db,
+            bug: self.bug,
+            before_raise: None,
+        })
+    }
+}
+
+/// The cluster's reservation, for the raise.
+pub struct RaiseReservation<'a>(pub &'a RaiseStores);
+
+impl Reservation for RaiseReservation<'_> {
+    type Error = ();
+
+    fn reserved_until(&self) -> i64 {
+        self.0
+            .reservation(|reservation| reservation.reserved_until())
+    }
+
+    fn durable_floor(&self) -> i64 {
+        self.0
+            .reservation(|reservation| reservation.durable_floor())
+    }
+
+    fn now(&self) -> i64 {
+        self.0.reservation(|reservation| reservation.now())
+    }
+
+    fn writable(&self) -> Result<(), ()> {
+        Ok(())
+    }
+
+    fn with_lock<T>(&mut self, _wait: bool, f: impl FnOnce(&mut Self) -> T) -> Option<T> {
+        Some(f(self))
+    }
+
+    fn write(&mut self, until: i64) -> Result<(), ()> {
+        self.0.reservation(|reservation| reservation.write(until))
+    }
+
+    fn raise_durable_floor(&mut self, floor: i64) {
+        self.0
+            .reservation(|reservation| reservation.raise_durable_floor(floor));
+    }
+
+    fn log_durable_floor(&mut self, floor: i64) {
+        if self.0.bug == Bug::RelationRecordFirst {
+            self.0.pending_reservation.set(Some(floor));
+            self.raise_durable_floor(floor);
+            return;
+        }
+        self.0
+            .reservation(|reservation| reservation.log_durable_floor(floor));
+    }
+}
+
+/// The database's floor relation, for the raise.
+pub struct RaiseRelation<'a>(pub &'a RaiseStores);
+
+impl FloorRelation for RaiseRelation<'_> {
+    type Error = ();
+
+    fn page(&mut self) -> Option<PageLsn> {
+        self.0.relation(|relation| relation.page())
+    }
+
+    fn read(&mut self) -> (LoggedValue, Provenance) {
+        self.0.relation(|relation| relation.read())
+    }
+
+    fn reserved_until(&self) -> i64 {
+        self.0.relation(|relation| relation.reserved_until())
+    }
+
+    fn learned(&mut self, floor: i64) -> Result<(), ()> {
+        self.0.relation(|relation| relation.learned(floor))
+    }
+
+    fn raise(&mut self, value: i64, read_at: PageLsn) -> Option<LoggedValue> {
+        let written = self.0.relation(|relation| relation.raise(value, read_at));
+        self.0.write_pending_reservation();
+        written
+    }
+
+    fn flushed(&self) -> u64 {
+        self.0.relation(|relation| relation.flushed())
+    }
+
+    fn flush(&mut self, lsn: u64) {
+        self.0.relation(|relation| relation.flush(lsn));
+    }
 }
