@@ -183,11 +183,10 @@ impl SharedState {
         if !self.raise_floor_and_clock(floor_unix_us) {
             return;
         }
-        // The published reservation is already in the file (it is published only once written):
-        // a floor at or below it is durable as it is. A database's floor relation holds what
-        // this server reserved, so a session's first ID writes nothing. A file found unusable
-        // at startup is left as it was (no ID is issued until the operator repairs it).
-        if floor_unix_us <= self.reservation.until_unix_us.load(Ordering::Acquire)
+        // A file found unusable at startup is left as it was (no ID is issued until the
+        // operator repairs it).
+        let published = self.reservation.until_unix_us.load(Ordering::Acquire);
+        if !protocol::file_takes_raised_floor(floor_unix_us, published)
             || self.reservation.broken.load(Ordering::Relaxed)
         {
             return;
@@ -235,10 +234,10 @@ impl SharedState {
             }
             let replayed = self.reservation.floor_unix_us.load(Ordering::Acquire);
             let floor = protocol::floor_after_promotion(
+                &renewal_policy(),
+                promotion_leads(),
                 replayed,
-                failover_margin_us(),
                 self.read_clock().now_unix_us,
-                issue_lead_us(),
             );
             self.raise_floor_and_clock(floor);
             pending.store(false, Ordering::Release);
@@ -307,21 +306,13 @@ fn setting_us(setting: &pgrx::GucSetting<i32>) -> i64 {
     i64::from(setting.get()) * 1_000
 }
 
-/// How far above the last replayed reservation a promoted standby starts (design §5.2,
-/// `protocol::failover_margin`), with the settings as they are now.
-fn failover_margin_us() -> i64 {
-    protocol::failover_margin(
-        &renewal_policy(),
-        setting_us(&gucs::FAILOVER_LAG_MS),
-        setting_us(&gucs::MAX_LEAD_MS),
-        COARSEST_TICK_US,
-    )
-}
-
-/// How far beyond the clock an issued ID's tick may end: `snowflake_id.max_lead` and the
-/// coarsest tick.
-fn issue_lead_us() -> i64 {
-    setting_us(&gucs::MAX_LEAD_MS) + COARSEST_TICK_US
+/// What a promotion's floor depends on besides the policy, from the settings (µs).
+fn promotion_leads() -> protocol::PromotionLeads {
+    protocol::PromotionLeads {
+        failover_lag: setting_us(&gucs::FAILOVER_LAG_MS),
+        max_lead: setting_us(&gucs::MAX_LEAD_MS),
+        coarsest_tick: COARSEST_TICK_US,
+    }
 }
 
 /// The full path of `relative`, a path relative to the data directory (the working directory).

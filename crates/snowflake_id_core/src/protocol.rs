@@ -298,32 +298,48 @@ pub fn floor_at_shutdown(issued_high_water: i64, durable_floor: i64) -> Option<i
     (high_water > 0).then_some(high_water)
 }
 
-/// How far above the last replayed reservation a promoted standby (or a point-in-time restore)
-/// starts (design §5.2): the last record it has was written at most `failover_lag` + half a
-/// window (the waiting mark) before the failure, and reserved a whole window beyond the clock
-/// then; the IDs issued until the failure end at most `max_lead` and a tick (`coarsest_tick`)
-/// beyond the clock.
-pub fn failover_margin(
-    policy: &RenewalPolicy,
-    failover_lag: i64,
-    max_lead: i64,
-    coarsest_tick: i64,
-) -> i64 {
-    (failover_lag + max_lead + coarsest_tick - policy.wait_mark()).max(0)
+/// What a promotion's floor depends on besides the renewal policy (µs, or ticks in the model):
+/// `snowflake_id.failover_lag`, `snowflake_id.max_lead` and the coarsest tick of any layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PromotionLeads {
+    pub failover_lag: i64,
+    pub max_lead: i64,
+    pub coarsest_tick: i64,
 }
 
 /// The durable floor a server takes before its first ID after standby mode or archive recovery
-/// (a promotion, a point-in-time restore): `margin` above the last reservation it replayed
-/// (its file's included). One that replayed none (the old primary's first reservation came less
-/// than `failover_lag` before the failure, or the recovery target precedes it) knows of no ID
-/// the old primary issued: those end at most `issue_lead` (`max_lead` and a tick) beyond the old
-/// primary's clock at the failure, so it starts that far above its own clock `now`, which the
-/// promotion finds at or after the failure when the two hosts' clocks agree.
-pub fn floor_after_promotion(replayed: i64, margin: i64, now: i64, issue_lead: i64) -> i64 {
+/// (a promotion, a point-in-time restore), from the last reservation it replayed (`replayed`,
+/// its file's included) and its clock `now` (design §5.2). It starts the failover margin above
+/// `replayed`: the last record it has was written at most `failover_lag` + half a window (the
+/// waiting mark) before the failure, and reserved a whole window beyond the clock then; the IDs
+/// issued until the failure end at most `max_lead` and a tick (`coarsest_tick`) beyond the
+/// clock. One that replayed none (the old primary's first reservation came less than
+/// `failover_lag` before the failure, or the recovery target precedes it) knows of no ID the old
+/// primary issued: those end at most `max_lead` and a tick beyond the old primary's clock at the
+/// failure, so it starts that far above its own clock, which the promotion finds at or after the
+/// failure when the two hosts' clocks agree.
+pub fn floor_after_promotion(
+    policy: &RenewalPolicy,
+    leads: PromotionLeads,
+    replayed: i64,
+    now: i64,
+) -> i64 {
+    let issue_lead = leads.max_lead + leads.coarsest_tick;
     match replayed {
         i64::MIN => now.saturating_add(issue_lead),
-        _ => replayed.saturating_add(margin),
+        _ => {
+            let margin = (leads.failover_lag + issue_lead - policy.wait_mark()).max(0);
+            replayed.saturating_add(margin)
+        }
     }
+}
+
+/// Whether a durable floor raised to `floor` must be written to the reservation file: only
+/// above the published reservation `published`, which is in the file already (it is published
+/// only once written), so a floor at or below it is durable as it is (a database's floor
+/// relation holds what this server reserved: a session's first ID writes nothing).
+pub fn file_takes_raised_floor(floor: i64, published: i64) -> bool {
+    floor > published
 }
 
 /// Reads the relation (its page read before, as `page`) into the view; a floor it teaches raises

@@ -2,7 +2,7 @@
 //! run by stateright through every history of up to [`MAX_DEPTH`] events of a small cluster, its
 //! reservation, WAL and floor relations in memory. The steps are the ones the extension runs
 //! (`first_id_of_tick`, `cover`, `learn`, `renew_for_worker`, `raise_floor`, `accept_floor`,
-//! `failover_margin`, `floor_after_promotion`); what is modelled here is PostgreSQL around them:
+//! `floor_after_promotion`, `file_takes_raised_floor`); what is modelled here is PostgreSQL around them:
 //! the WAL and what a crash, a checkpoint or a lagging standby keeps of it, the reservation file,
 //! `pg_dump` and `pg_restore`, `pg_upgrade`.
 //!
@@ -578,8 +578,12 @@ impl Model for ProtocolModel {
 /// durable floor the failover margin above the last reservation replayed.
 fn promote(state: &mut State) {
     // (`snowflake_id.max_lead` = 0 here, and ticks are the coarsest.)
-    let margin = protocol::failover_margin(&policy(), FAILOVER_LAG, 0, 1);
-    let floor = protocol::floor_after_promotion(state.durable_floor, margin, state.clock, 1);
+    let leads = protocol::PromotionLeads {
+        failover_lag: FAILOVER_LAG,
+        max_lead: 0,
+        coarsest_tick: 1,
+    };
+    let floor = protocol::floor_after_promotion(&policy(), leads, state.durable_floor, state.clock);
     state.raise_durable_floor(floor);
     state.jumped_at = state.clock;
 }

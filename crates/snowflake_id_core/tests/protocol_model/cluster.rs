@@ -318,7 +318,7 @@ impl State {
         }
         self.durable_floor = floor;
         self.clock = self.clock.max(floor);
-        if floor > self.published {
+        if protocol::file_takes_raised_floor(floor, self.published) {
             self.file = self.file.max(floor);
         }
     }
