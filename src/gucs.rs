@@ -3,6 +3,8 @@
 //! uses too; a configuration that still names one of them gets a WARNING at start naming the
 //! new name, and the old setting has no effect (docs/design.md §6).
 
+use std::ffi::CStr;
+
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
 // Each setting's default and bounds, by name (docs/reference.md, "Configuration", gives the
@@ -57,101 +59,159 @@ pub fn max_lead_ms() -> i32 {
     unsafe { *MAX_LEAD_MS.as_ptr() }
 }
 
+/// When a setting may change.
+enum Change {
+    /// Only in postgresql.conf or on the command line, at the server's start.
+    AtStart,
+    /// Also on a reload (SIGHUP).
+    OnReload,
+}
+
+/// One integer setting as PostgreSQL registers it. Its name after the prefix is also what it was
+/// called after `snowflake.` up to 0.6.0.
+struct Setting {
+    name: &'static CStr,
+    short: &'static CStr,
+    long: &'static CStr,
+    value: &'static GucSetting<i32>,
+    min: i32,
+    max: i32,
+    change: Change,
+    milliseconds: bool,
+}
+
+impl Setting {
+    /// The name after `snowflake_id.` (and, up to 0.6.0, after `snowflake.`).
+    fn suffix(&self) -> &'static str {
+        let name = self.name.to_str().expect("setting names are ASCII");
+        name.strip_prefix("snowflake_id.").unwrap_or(name)
+    }
+}
+
+/// Every setting, in the order `register` defines them.
+static SETTINGS: [Setting; 8] = [
+    Setting {
+        name: c"snowflake_id.node_id",
+        short: c"Node number of this PostgreSQL cluster in snowflake IDs (-1 = unset).",
+        long:
+            c"Must be unique among all clusters whose IDs meet. Only settable in postgresql.conf \
+                or on the server command line, so no session can forge another node's IDs.",
+        value: &NODE_ID,
+        min: NODE_ID_UNSET,
+        max: NODE_ID_MAX,
+        change: Change::AtStart,
+        milliseconds: false,
+    },
+    Setting {
+        name: c"snowflake_id.max_workers",
+        short: c"Worker ids per worker space: sessions that generate IDs of one worker width \
+                 without sharing a worker id.",
+        long: c"A session holds a worker id of a sequence's width from its first ID until it \
+                exits; past this many (or 2^worker_bits) sessions, further sessions share worker \
+                ids.",
+        value: &MAX_WORKERS,
+        min: MAX_WORKERS_MIN,
+        max: MAX_WORKERS_LIMIT,
+        change: Change::AtStart,
+        milliseconds: false,
+    },
+    Setting {
+        name: c"snowflake_id.max_lead",
+        short: c"How far IDs may run ahead of the clock when a backend exhausts a tick.",
+        long: c"Past this lead a backend sleeps until the clock catches up.",
+        value: &MAX_LEAD_MS,
+        min: MAX_LEAD_MIN_MS,
+        max: MAX_LEAD_MAX_MS,
+        change: Change::OnReload,
+        milliseconds: true,
+    },
+    Setting {
+        name: c"snowflake_id.reserve_ahead",
+        short: c"How far ahead of the IDs issued the reservation file is written.",
+        long: c"The reservation is fsynced about once per this window; after a restart or crash \
+                IDs start after it, whatever the clock says.",
+        value: &RESERVE_AHEAD_MS,
+        min: RESERVE_AHEAD_MIN_MS,
+        max: RESERVE_AHEAD_MAX_MS,
+        change: Change::OnReload,
+        milliseconds: true,
+    },
+    Setting {
+        name: c"snowflake_id.wal_rmgr_id",
+        short: c"Id of snowflake_id's custom WAL resource manager (129 to 255).",
+        long: c"Change it only if another extension uses the same id, on every server of a \
+                replication group at once, after a clean shutdown: WAL written with the old id \
+                can no longer be replayed.",
+        value: &WAL_RMGR_ID,
+        min: WAL_RMGR_ID_MIN,
+        max: WAL_RMGR_ID_MAX,
+        change: Change::AtStart,
+        milliseconds: false,
+    },
+    Setting {
+        name: c"snowflake_id.max_clock_jump",
+        short: c"Largest forward jump of the wall clock that is followed at once.",
+        long: c"A larger jump is followed only after it has lasted \
+                snowflake_id.clock_jump_confirm; a glitch that goes away before then leaves no \
+                trace in the IDs.",
+        value: &MAX_CLOCK_JUMP_MS,
+        min: MAX_CLOCK_JUMP_MIN_MS,
+        max: MAX_CLOCK_JUMP_MAX_MS,
+        change: Change::OnReload,
+        milliseconds: true,
+    },
+    Setting {
+        name: c"snowflake_id.clock_jump_confirm",
+        short: c"How long a forward jump larger than snowflake_id.max_clock_jump must last to be \
+                 followed.",
+        long: c"Until then the cluster clock continues at real speed from its last trusted \
+                reading.",
+        value: &CLOCK_JUMP_CONFIRM_MS,
+        min: CLOCK_JUMP_CONFIRM_MIN_MS,
+        max: CLOCK_JUMP_CONFIRM_MAX_MS,
+        change: Change::OnReload,
+        milliseconds: true,
+    },
+    Setting {
+        name: c"snowflake_id.failover_lag",
+        short: c"Asynchronous replication lag a promoted standby covers, in the old primary's \
+                 time.",
+        long: c"At its first ID after leaving standby mode or archive recovery, a server moves \
+                its clock this much (plus snowflake_id.max_lead and the coarsest tick, less half \
+                of snowflake_id.reserve_ahead) above the last reservation it replayed.",
+        value: &FAILOVER_LAG_MS,
+        min: FAILOVER_LAG_MIN_MS,
+        max: FAILOVER_LAG_MAX_MS,
+        change: Change::OnReload,
+        milliseconds: true,
+    },
+];
+
 /// Registers the parameters; only called while `shared_preload_libraries` is being processed,
-/// because postmaster-level parameters cannot be defined later.
+/// because postmaster-level parameters cannot be defined later. A configuration that still sets
+/// one by its pre-0.7.0 name gets a WARNING naming the new one.
 pub fn register() {
-    GucRegistry::define_int_guc(
-        c"snowflake_id.node_id",
-        c"Node number of this PostgreSQL cluster in snowflake IDs (-1 = unset).",
-        c"Must be unique among all clusters whose IDs meet. Only settable in postgresql.conf or on \
-          the server command line, so no session can forge another node's IDs.",
-        &NODE_ID,
-        NODE_ID_UNSET,
-        NODE_ID_MAX,
-        GucContext::Postmaster,
-        GucFlags::default(),
-    );
-    GucRegistry::define_int_guc(
-        c"snowflake_id.max_workers",
-        c"Worker ids per worker space: sessions that generate IDs of one worker width without \
-          sharing a worker id.",
-        c"A session holds a worker id of a sequence's width from its first ID until it exits; \
-          past this many (or 2^worker_bits) sessions, further sessions share worker ids.",
-        &MAX_WORKERS,
-        MAX_WORKERS_MIN,
-        MAX_WORKERS_LIMIT,
-        GucContext::Postmaster,
-        GucFlags::default(),
-    );
-    GucRegistry::define_int_guc(
-        c"snowflake_id.max_lead",
-        c"How far IDs may run ahead of the clock when a backend exhausts a tick.",
-        c"Past this lead a backend sleeps until the clock catches up.",
-        &MAX_LEAD_MS,
-        MAX_LEAD_MIN_MS,
-        MAX_LEAD_MAX_MS,
-        GucContext::Sighup,
-        GucFlags::UNIT_MS,
-    );
-    GucRegistry::define_int_guc(
-        c"snowflake_id.reserve_ahead",
-        c"How far ahead of the IDs issued the reservation file is written.",
-        c"The reservation is fsynced about once per this window; after a restart or crash IDs \
-          start after it, whatever the clock says.",
-        &RESERVE_AHEAD_MS,
-        RESERVE_AHEAD_MIN_MS,
-        RESERVE_AHEAD_MAX_MS,
-        GucContext::Sighup,
-        GucFlags::UNIT_MS,
-    );
-    GucRegistry::define_int_guc(
-        c"snowflake_id.wal_rmgr_id",
-        c"Id of snowflake_id's custom WAL resource manager (129 to 255).",
-        c"Change it only if another extension uses the same id, on every server of a \
-          replication group at once, after a clean shutdown: WAL written with the old id can no \
-          longer be replayed.",
-        &WAL_RMGR_ID,
-        WAL_RMGR_ID_MIN,
-        WAL_RMGR_ID_MAX,
-        GucContext::Postmaster,
-        GucFlags::default(),
-    );
-    GucRegistry::define_int_guc(
-        c"snowflake_id.max_clock_jump",
-        c"Largest forward jump of the wall clock that is followed at once.",
-        c"A larger jump is followed only after it has lasted snowflake_id.clock_jump_confirm; a \
-          glitch that goes away before then leaves no trace in the IDs.",
-        &MAX_CLOCK_JUMP_MS,
-        MAX_CLOCK_JUMP_MIN_MS,
-        MAX_CLOCK_JUMP_MAX_MS,
-        GucContext::Sighup,
-        GucFlags::UNIT_MS,
-    );
-    GucRegistry::define_int_guc(
-        c"snowflake_id.clock_jump_confirm",
-        c"How long a forward jump larger than snowflake_id.max_clock_jump must last to be followed.",
-        c"Until then the cluster clock continues at real speed from its last trusted reading.",
-        &CLOCK_JUMP_CONFIRM_MS,
-        CLOCK_JUMP_CONFIRM_MIN_MS,
-        CLOCK_JUMP_CONFIRM_MAX_MS,
-        GucContext::Sighup,
-        GucFlags::UNIT_MS,
-    );
-    GucRegistry::define_int_guc(
-        c"snowflake_id.failover_lag",
-        c"Asynchronous replication lag a promoted standby covers, in the old primary's time.",
-        c"At its first ID after leaving standby mode or archive recovery, a server moves its \
-          clock this much (plus snowflake_id.max_lead and the coarsest tick, less half of \
-          snowflake_id.reserve_ahead) above the last reservation it replayed.",
-        &FAILOVER_LAG_MS,
-        FAILOVER_LAG_MIN_MS,
-        FAILOVER_LAG_MAX_MS,
-        GucContext::Sighup,
-        GucFlags::UNIT_MS,
-    );
+    for setting in &SETTINGS {
+        GucRegistry::define_int_guc(
+            setting.name,
+            setting.short,
+            setting.long,
+            setting.value,
+            setting.min,
+            setting.max,
+            match setting.change {
+                Change::AtStart => GucContext::Postmaster,
+                Change::OnReload => GucContext::Sighup,
+            },
+            match setting.milliseconds {
+                true => GucFlags::UNIT_MS,
+                false => GucFlags::default(),
+            },
+        );
+    }
     // SAFETY: called from _PG_init in the postmaster; the prefix is a static C string.
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"snowflake_id".as_ptr()) };
-    for old in RENAMED {
+    for old in SETTINGS.iter().map(Setting::suffix) {
         if let Some(value) = old_setting(old) {
             pgrx::warning!(
                 "snowflake_id: \"snowflake.{old} = {value}\" is no longer read: since 0.7.0 the \
@@ -160,19 +220,6 @@ pub fn register() {
         }
     }
 }
-
-/// The names (after the prefix) of the settings that were `snowflake.<name>` up to 0.6.0 and
-/// are `snowflake_id.<name>` now.
-const RENAMED: [&str; 8] = [
-    "node_id",
-    "max_workers",
-    "max_lead",
-    "reserve_ahead",
-    "wal_rmgr_id",
-    "max_clock_jump",
-    "clock_jump_confirm",
-    "failover_lag",
-];
 
 /// The value of the pre-0.7.0 setting `snowflake.<name>`, if the configuration still sets it
 /// (PostgreSQL keeps an unknown `prefix.name` as a placeholder, a string).
