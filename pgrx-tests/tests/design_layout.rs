@@ -86,7 +86,8 @@ fn the_layout_check_catches_a_missing_and_a_stale_file() {
 }
 
 /// The modules of the crate whose sources are in `dir` and the modules each names
-/// (`crate::<module>`), from the files' text: each top-level file is a module, and so is each
+/// (`crate::<module>`), from the files' text: each top-level file is a module, with the files
+/// of its submodules in the directory of its name (`errors.rs` and `errors/`), and so is each
 /// directory with a `mod.rs` (all its files, as one).
 fn module_uses(dir: &str) -> BTreeMap<String, BTreeSet<String>> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(dir);
@@ -95,7 +96,15 @@ fn module_uses(dir: &str) -> BTreeMap<String, BTreeSet<String>> {
         .map(|file| {
             let text = std::fs::read_to_string(root.join(&file)).unwrap();
             let module = file.trim_end_matches(".rs").to_owned();
-            (module, used_modules(&text))
+            let mut used = used_modules(&text);
+            let submodules = root.join(&module);
+            if submodules.is_dir() {
+                for inner in rust_files(&format!("{dir}/{module}")) {
+                    let text = std::fs::read_to_string(submodules.join(inner)).unwrap();
+                    used.extend(used_modules(&text));
+                }
+            }
+            (module, used)
         })
         .collect();
     for entry in std::fs::read_dir(&root).unwrap() {
@@ -113,21 +122,56 @@ fn module_uses(dir: &str) -> BTreeMap<String, BTreeSet<String>> {
     uses
 }
 
-/// The `crate::<module>` names in `text`, outside comments.
+/// The `crate::<module>` names in `text`, outside comments: in paths, in `use` (re-exports
+/// too), and each item of a group, `use crate::{a, b::c, d::{e, f}}`, over several lines.
 fn used_modules(text: &str) -> BTreeSet<String> {
-    text.lines()
+    let code = text
+        .lines()
         .map(|line| line.split("//").next().unwrap_or(""))
-        .flat_map(|code| {
-            code.match_indices("crate::")
-                .map(move |(at, _)| &code[at + 7..])
-        })
-        .map(|rest| {
-            rest.chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect::<String>()
-        })
-        .filter(|name| !name.is_empty())
-        .collect()
+        .collect::<Vec<_>>()
+        .join("\n");
+    let leading_name = |path: &str| -> String {
+        path.trim_start()
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut used = BTreeSet::new();
+    for (at, _) in code.match_indices("crate::") {
+        let rest = &code[at + "crate::".len()..];
+        match rest.strip_prefix('{') {
+            Some(group) => used.extend(group_items(group).into_iter().map(leading_name)),
+            None => {
+                used.insert(leading_name(rest));
+            }
+        }
+    }
+    used.retain(|name| !name.is_empty() && name != "self");
+    used
+}
+
+/// The items of a `use` group whose text follows its `{`, split at its own commas (nested
+/// groups stay inside their item), up to its `}`.
+fn group_items(group: &str) -> Vec<&str> {
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0, 0);
+    for (at, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                items.push(&group[start..at]);
+                return items;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&group[start..at]);
+                start = at + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&group[start..]);
+    items
 }
 
 /// A cycle among `uses` (module → the modules it uses), as the path around it, if any.
@@ -208,6 +252,18 @@ fn the_cycle_check_catches_a_cycle() {
     assert_eq!(
         used_modules("use crate::errors;\n// crate::gone\nlet x = crate::gucs::X.get();"),
         BTreeSet::from(["errors".to_owned(), "gucs".to_owned()])
+    );
+    assert_eq!(
+        used_modules(
+            "use crate::{\n    backend::{self, Worker},\n    catalog, // crate::gone\n    \
+             gucs::X,\n};\npub use crate::timestamps::format;\nuse crate::{self as root};"
+        ),
+        BTreeSet::from([
+            "backend".to_owned(),
+            "catalog".to_owned(),
+            "gucs".to_owned(),
+            "timestamps".to_owned()
+        ])
     );
     assert_eq!(
         find_cycle(&uses(&[("a", "b"), ("b", "c"), ("a", "c")])),
