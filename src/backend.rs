@@ -17,7 +17,7 @@ use pgrx::prelude::*;
 use snowflake_id_core::generator::Generator;
 use snowflake_id_core::layout::{Field, IdTemplate, Layout, TickWindow};
 use snowflake_id_core::protocol::{self, TickStep};
-use snowflake_id_core::tick_claims::{OwnedStep, OwnedTicks, TickClock};
+use snowflake_id_core::tick_claims::{NextOwned, OwnedStep, OwnedTicks, TickClock};
 use snowflake_id_core::worker_ids::{self, WorkerId, MAX_SPACES, TIME_UNITS};
 
 use crate::catalog::CatalogTable;
@@ -497,8 +497,7 @@ fn issue(
     let max_lead = issuer.lead_ticks(layout);
     loop {
         let (now, now_tick) = issuer.clock_tick(shared, name, layout);
-        let mut conflicts = 0;
-        let step = on.id.next_owned(
+        let NextOwned { step, conflicts } = on.id.next_owned(
             &mut issuer.generator,
             layout,
             on.owned,
@@ -507,7 +506,6 @@ fn issue(
                 now: now_tick,
                 max_lead,
             },
-            &mut conflicts,
         );
         if conflicts > 0 {
             shared

@@ -66,6 +66,14 @@ pub enum OwnedStep {
     TimeExhausted,
 }
 
+/// What [`WorkerId::next_owned`] found: its step, and how many ticks it found other sessions
+/// own on the way (`snowflake_stats().tick_conflicts`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NextOwned {
+    pub step: OwnedStep,
+    pub conflicts: u64,
+}
+
 impl WorkerId {
     /// Makes the session whose intervals are `owned` the owner of the tick [start, end) of time
     /// unit `unit`, unless another session owns part of it.
@@ -102,8 +110,7 @@ impl WorkerId {
 
     /// The next ID of `generator` (a sequence of `layout`) in a tick the session owns on this
     /// worker id: proposes ticks as [`Generator::next`] does and claims each tick later than
-    /// `published`, skipping past ticks other sessions own. `conflicts` counts the ticks found
-    /// taken.
+    /// `published`, skipping past ticks other sessions own (counted in its result).
     #[inline]
     pub fn next_owned(
         &self,
@@ -112,9 +119,9 @@ impl WorkerId {
         owned: &mut OwnedTicks,
         published: Option<u64>,
         clock: TickClock,
-        conflicts: &mut u64,
-    ) -> OwnedStep {
-        loop {
+    ) -> NextOwned {
+        let mut conflicts = 0;
+        let step = loop {
             match generator.next(clock.now, clock.max_lead, layout.max_tick()) {
                 Step::Issue { tick, sequence } => {
                     let new_tick = published < Some(tick);
@@ -125,21 +132,22 @@ impl WorkerId {
                         if let TickClaim::TakenUntil(floor) =
                             self.claim_tick(unit, owned, start, end)
                         {
-                            *conflicts += 1;
+                            conflicts += 1;
                             generator.skip_to(layout.first_tick_at_or_after(floor));
                             continue;
                         }
                     }
-                    return OwnedStep::Issue {
+                    break OwnedStep::Issue {
                         tick,
                         sequence,
                         new_tick,
                     };
                 }
-                Step::WaitUntil { tick } => return OwnedStep::WaitUntil { tick },
-                Step::TimeExhausted => return OwnedStep::TimeExhausted,
+                Step::WaitUntil { tick } => break OwnedStep::WaitUntil { tick },
+                Step::TimeExhausted => break OwnedStep::TimeExhausted,
             }
-        }
+        };
+        NextOwned { step, conflicts }
     }
 }
 
@@ -210,14 +218,15 @@ mod tests {
         let (mut ga, mut gb) = (Generator::new(12, None), Generator::new(12, None));
         let mut conflicts = 0;
         let step = |g: &mut Generator, owned: &mut OwnedTicks, published, now, c: &mut u64| {
-            id.next_owned(
+            let next = id.next_owned(
                 g,
                 &layout,
                 owned,
                 published,
                 TickClock { now, max_lead: 100 },
-                c,
-            )
+            );
+            *c += next.conflicts;
+            next.step
         };
         let first = step(&mut ga, &mut a, None, 50, &mut conflicts);
         assert_eq!(
@@ -272,9 +281,8 @@ mod tests {
                 now: 52,
                 max_lead: 0,
             },
-            &mut 0,
         );
-        assert_eq!(waits, OwnedStep::WaitUntil { tick: 53 });
+        assert_eq!(waits.step, OwnedStep::WaitUntil { tick: 53 });
     }
 
     #[test]
@@ -297,18 +305,18 @@ mod tests {
                             layout.sequence_bits,
                             layout.first_tick_at_or_after(id.floor(unit)).checked_sub(1),
                         );
-                        let (mut published, mut out, mut conflicts) = (None, Vec::new(), 0);
+                        let (mut published, mut out) = (None, Vec::new());
                         while out.len() < IDS_PER_THREAD {
                             // A shared fake clock that moves a tick every 64 calls.
                             let now = clock.fetch_add(1, Ordering::Relaxed) / 64;
-                            match id.next_owned(
+                            let next = id.next_owned(
                                 &mut generator,
                                 &layout,
                                 &mut owned,
                                 published,
                                 TickClock { now, max_lead: 10 },
-                                &mut conflicts,
-                            ) {
+                            );
+                            match next.step {
                                 OwnedStep::Issue { tick, sequence, .. } => {
                                     published = published.max(Some(tick));
                                     out.push((worker as u64, tick, sequence));
@@ -438,7 +446,7 @@ mod tests {
                             let now_tick = layout.tick_at(now).unwrap();
                             let clock = TickClock { now: now_tick, max_lead: lead };
                             match id.next_owned(generator, layout, &mut session.owned[unit],
-                                                *published, clock, &mut 0) {
+                                                *published, clock).step {
                                 OwnedStep::Issue { tick, sequence, new_tick } => {
                                     prop_assert_eq!(new_tick, *published < Some(tick));
                                     prop_assert!(tick <= now_tick + lead);

@@ -24,14 +24,16 @@ fn issue(space: &[WorkerId], worker: usize, now: u64, count: usize) -> Vec<(u64,
     let mut generator = Generator::new(1, None);
     let (mut owned, mut published, mut out) = (OwnedTicks::NONE, None, Vec::new());
     while out.len() < count {
-        match id.next_owned(
-            &mut generator,
-            &layout,
-            &mut owned,
-            published,
-            TickClock { now, max_lead: 4 },
-            &mut 0,
-        ) {
+        match id
+            .next_owned(
+                &mut generator,
+                &layout,
+                &mut owned,
+                published,
+                TickClock { now, max_lead: 4 },
+            )
+            .step
+        {
             OwnedStep::Issue { tick, sequence, .. } => {
                 published = published.max(Some(tick));
                 out.push((tick, sequence));
