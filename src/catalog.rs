@@ -132,56 +132,22 @@ pub struct Extension {
 impl Extension {
     /// The extension's row, read now; None when it is not installed in this database.
     pub fn installed() -> Option<Extension> {
-        // SAFETY: a catalog scan inside a transaction, as PostgreSQL's own get_extension_oid
-        // does; the row's values are copied before the scan ends and the table is closed.
-        unsafe {
-            let extensions = pg_sys::table_open(pg_sys::ExtensionRelationId, ACCESS_SHARE);
-            let mut key = pg_sys::ScanKeyData::default();
-            pg_sys::ScanKeyInit(
-                &mut key,
-                pg_sys::Anum_pg_extension_extname as pg_sys::AttrNumber,
-                pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
-                pg_sys::Oid::from(pg_sys::F_NAMEEQ),
-                pg_sys::Datum::from(c"snowflake_id".as_ptr()),
-            );
-            // Read whole rather than through its index: the table has a row per extension (a
-            // page or two), and a new connection's first ID then opens no index of it.
-            let scan = pg_sys::systable_beginscan(
-                extensions,
-                pg_sys::Oid::from(pg_sys::ExtensionNameIndexId),
-                false,
-                std::ptr::null_mut(),
-                1,
-                &mut key,
-            );
-            let row = pg_sys::systable_getnext(scan);
-            let column = |attribute: u32| {
-                (!row.is_null())
-                    .then(|| {
-                        pgrx::heap_getattr_raw(
-                            row,
-                            NonZeroUsize::new(attribute as usize)?,
-                            (*extensions).rd_att,
-                        )
-                    })
-                    .flatten()
-            };
-            let oid = |attribute| {
-                column(attribute).and_then(|datum| pg_sys::Oid::from_datum(datum, false))
-            };
-            let namespace = oid(pg_sys::Anum_pg_extension_extnamespace);
-            let registered = column(pg_sys::Anum_pg_extension_extconfig)
-                .and_then(|datum| Vec::<Option<pg_sys::Oid>>::from_datum(datum, false))
-                .map(|oids| oids.into_iter().flatten().collect())
-                .unwrap_or_default();
-            pg_sys::systable_endscan(scan);
-            pg_sys::table_close(extensions, ACCESS_SHARE);
-            Some(Extension {
-                namespace: namespace?,
-                internal_namespace: pg_sys::get_namespace_oid(INTERNAL_SCHEMA.as_ptr(), true),
-                registered,
-            })
-        }
+        // SAFETY: opens pg_extension inside a transaction, as PostgreSQL's own
+        // get_extension_oid does; closed below, nothing read from it kept past the close.
+        let extensions = unsafe { pg_sys::table_open(pg_sys::ExtensionRelationId, ACCESS_SHARE) };
+        // SAFETY: `extensions` is open.
+        let row = unsafe { extension_row(extensions) };
+        // SAFETY: closes what was opened above, once.
+        unsafe { pg_sys::table_close(extensions, ACCESS_SHARE) };
+        let (namespace, registered) = row?;
+        Some(Extension {
+            namespace,
+            // SAFETY: a syscache lookup of a static name.
+            internal_namespace: unsafe {
+                pg_sys::get_namespace_oid(INTERNAL_SCHEMA.as_ptr(), true)
+            },
+            registered,
+        })
     }
 
     /// The member relation `name` of kind `kind` in the extension's own schema (or, in a
@@ -216,6 +182,56 @@ impl Extension {
     /// Whether `relation` is one of the extension's registered members (see [`Self::member`]).
     pub fn registers(&self, relation: pg_sys::Oid) -> bool {
         self.registered.contains(&relation)
+    }
+}
+
+/// The `snowflake_id` row of `pg_extension` (`extensions`): its schema and the relations its
+/// scripts registered (`extconfig`), copied out; None when there is no such row. The table is
+/// read whole rather than through its name index: it has a row per extension (a page or two),
+/// and a new connection's first ID then opens no index of it.
+///
+/// # Safety
+/// `extensions` is `pg_extension`, open inside a transaction.
+unsafe fn extension_row(extensions: pg_sys::Relation) -> Option<(pg_sys::Oid, Vec<pg_sys::Oid>)> {
+    // SAFETY: see the contract; the key lives until the scan ends, and the row's values are
+    // copied out before it ends.
+    unsafe {
+        let mut key = pg_sys::ScanKeyData::default();
+        pg_sys::ScanKeyInit(
+            &mut key,
+            pg_sys::Anum_pg_extension_extname as pg_sys::AttrNumber,
+            pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
+            pg_sys::Oid::from(pg_sys::F_NAMEEQ),
+            pg_sys::Datum::from(c"snowflake_id".as_ptr()),
+        );
+        let scan = pg_sys::systable_beginscan(
+            extensions,
+            pg_sys::Oid::from(pg_sys::ExtensionNameIndexId),
+            false,
+            std::ptr::null_mut(),
+            1,
+            &mut key,
+        );
+        let row = pg_sys::systable_getnext(scan);
+        let column = |attribute: u32| {
+            (!row.is_null())
+                .then(|| {
+                    pgrx::heap_getattr_raw(
+                        row,
+                        NonZeroUsize::new(attribute as usize)?,
+                        (*extensions).rd_att,
+                    )
+                })
+                .flatten()
+        };
+        let namespace = column(pg_sys::Anum_pg_extension_extnamespace)
+            .and_then(|datum| pg_sys::Oid::from_datum(datum, false));
+        let registered = column(pg_sys::Anum_pg_extension_extconfig)
+            .and_then(|datum| Vec::<Option<pg_sys::Oid>>::from_datum(datum, false))
+            .map(|oids| oids.into_iter().flatten().collect())
+            .unwrap_or_default();
+        pg_sys::systable_endscan(scan);
+        Some((namespace?, registered))
     }
 }
 
@@ -270,74 +286,14 @@ pub fn name_fits(name: &str) -> bool {
 /// without SQL (see `find`), one probe of the catalog table's primary key, or a read of the
 /// table when it has one page (a new connection's first ID then opens no index).
 pub fn load_layout(catalog: &CatalogTable, name: &str) -> Option<(Layout, RowVersion)> {
-    // SAFETY: a scan of the catalog table inside a transaction, as PostgreSQL scans its own
-    // catalogs (systable_beginscan); the key is a text datum made here, the tuple is read
-    // before the scan ends, and the relation stays open (and locked) meanwhile.
-    let layout = unsafe {
-        let table = pg_sys::table_open(catalog.oid, ACCESS_SHARE);
-        let descriptor = (*table).rd_att;
-        // The columns by name, from the table's descriptor: a syscache probe per column would
-        // cost a new connection's first ID more than the rest of the look-up.
-        let columns = PgTupleDesc::from_pg_unchecked(descriptor);
-        let column = |wanted: &str| {
-            columns
-                .iter()
-                .find(|column| !column.is_dropped() && column.name() == wanted)
-        };
-        let name_column = column("name").unwrap_or_else(|| {
-            errors::internal("the snowflake sequence catalog has no column \"name\"".to_owned())
-                .raise()
-        });
-        let one_page =
-            pg_sys::RelationGetNumberOfBlocksInFork(table, pg_sys::ForkNumber::MAIN_FORKNUM) <= 1;
-        let primary_key = if one_page {
-            pg_sys::InvalidOid
-        } else {
-            // RelationGetIndexList fills rd_pkindex, the index of the name's primary key.
-            pg_sys::list_free(pg_sys::RelationGetIndexList(table));
-            (*table).rd_pkindex
-        };
-        let mut key = pg_sys::ScanKeyData::default();
-        pg_sys::ScanKeyEntryInitialize(
-            &mut key,
-            0,
-            name_column.num(),
-            pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
-            pg_sys::InvalidOid,
-            // The column's collation, which ordered the index.
-            name_column.attcollation,
-            pg_sys::Oid::from(pg_sys::F_TEXTEQ),
-            pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(
-                name.as_ptr().cast(),
-                name.len() as i32,
-            )),
-        );
-        let scan = pg_sys::systable_beginscan(
-            table,
-            primary_key,
-            primary_key != pg_sys::InvalidOid,
-            std::ptr::null_mut(),
-            1,
-            &mut key,
-        );
-        let row = pg_sys::systable_getnext(scan);
-        let layout = (!row.is_null()).then(|| {
-            // The extension only inserts and deletes rows (a layout never changes): a row
-            // version made by UPDATE was edited by hand, whatever layout it holds now.
-            let edited = (*(*row).t_data).t_infomask & pg_sys::HEAP_UPDATED as u16 != 0;
-            let place = (*row).t_self;
-            let version = RowVersion {
-                inserted_by: (*(*row).t_data).t_choice.t_heap.t_xmin,
-                block: (u32::from(place.ip_blkid.bi_hi) << 16) | u32::from(place.ip_blkid.bi_lo),
-                offset: place.ip_posid,
-            };
-            (stored_layout(row, descriptor), version, edited)
-        });
-        pg_sys::systable_endscan(scan);
-        pg_sys::table_close(table, ACCESS_SHARE);
-        layout
-    }?;
-    let (layout, version, edited) = layout;
+    // SAFETY: opens the catalog table by OID inside a transaction (`find` found it in this one,
+    // and it stays locked); it is closed below, and nothing read from it outlives the close.
+    let table = unsafe { pg_sys::table_open(catalog.oid, ACCESS_SHARE) };
+    // SAFETY: `table` is open.
+    let found = unsafe { stored_row(table, name) };
+    // SAFETY: closes what was opened above, once.
+    unsafe { pg_sys::table_close(table, ACCESS_SHARE) };
+    let (layout, version, edited) = found?;
     if edited {
         errors::stored_layout_edited(name).raise();
     }
@@ -345,6 +301,116 @@ pub fn load_layout(catalog: &CatalogTable, name: &str) -> Option<(Layout, RowVer
         errors::stored_layout_invalid(name, &problem).raise();
     }
     Some((layout, version))
+}
+
+/// The row of sequence `name` in the catalog table `table`: its layout as stored, its version,
+/// and whether an UPDATE made it; None when there is none.
+///
+/// # Safety
+/// `table` is the catalog table, open inside a transaction.
+unsafe fn stored_row(table: pg_sys::Relation, name: &str) -> Option<(Layout, RowVersion, bool)> {
+    // SAFETY: see the contract; the key lives until the scan ends, and the row is read before.
+    unsafe {
+        let mut key = name_key((*table).rd_att, name);
+        let index = name_index(table);
+        let scan = pg_sys::systable_beginscan(
+            table,
+            index,
+            index != pg_sys::InvalidOid,
+            std::ptr::null_mut(),
+            1,
+            &mut key,
+        );
+        let row = pg_sys::systable_getnext(scan);
+        let found = (!row.is_null()).then(|| {
+            (
+                stored_layout(row, (*table).rd_att),
+                row_version(row),
+                updated(row),
+            )
+        });
+        pg_sys::systable_endscan(scan);
+        found
+    }
+}
+
+/// A scan key that finds `name` in the column `name` of the catalog table (described by
+/// `descriptor`), under the column's collation, which ordered its primary key. The column is
+/// found in the descriptor: a syscache probe per column would cost a new connection's first ID
+/// more than the rest of the look-up.
+///
+/// # Safety
+/// `descriptor` is the catalog table's, inside a transaction (the key's text is palloc'd).
+unsafe fn name_key(descriptor: pg_sys::TupleDesc, name: &str) -> pg_sys::ScanKeyData {
+    // SAFETY: see the contract; the text datum is a copy of `name`.
+    unsafe {
+        let columns = PgTupleDesc::from_pg_unchecked(descriptor);
+        let name_column = columns
+            .iter()
+            .find(|column| !column.is_dropped() && column.name() == "name")
+            .unwrap_or_else(|| {
+                errors::internal("the snowflake sequence catalog has no column \"name\"".into())
+                    .raise()
+            });
+        let mut key = pg_sys::ScanKeyData::default();
+        pg_sys::ScanKeyEntryInitialize(
+            &mut key,
+            0,
+            name_column.num(),
+            pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
+            pg_sys::InvalidOid,
+            name_column.attcollation,
+            pg_sys::Oid::from(pg_sys::F_TEXTEQ),
+            pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(
+                name.as_ptr().cast(),
+                name.len() as i32,
+            )),
+        );
+        key
+    }
+}
+
+/// The index to find a name in the catalog table `table` by: its primary key, or none (the
+/// table read whole) while it has one page, so that a new connection's first ID opens no index.
+///
+/// # Safety
+/// `table` is open inside a transaction.
+unsafe fn name_index(table: pg_sys::Relation) -> pg_sys::Oid {
+    // SAFETY: see the contract. RelationGetIndexList fills rd_pkindex, the primary key's
+    // index; the list it returns is a copy, freed here.
+    unsafe {
+        if pg_sys::RelationGetNumberOfBlocksInFork(table, pg_sys::ForkNumber::MAIN_FORKNUM) <= 1 {
+            return pg_sys::InvalidOid;
+        }
+        pg_sys::list_free(pg_sys::RelationGetIndexList(table));
+        (*table).rd_pkindex
+    }
+}
+
+/// Which version of its row a catalog row is: the transaction that inserted it and its place.
+///
+/// # Safety
+/// `row` is a heap tuple read by a scan that has not ended.
+unsafe fn row_version(row: pg_sys::HeapTuple) -> RowVersion {
+    // SAFETY: see the contract; the header and the item pointer are plain fields.
+    unsafe {
+        let place = (*row).t_self;
+        RowVersion {
+            inserted_by: (*(*row).t_data).t_choice.t_heap.t_xmin,
+            block: (u32::from(place.ip_blkid.bi_hi) << 16) | u32::from(place.ip_blkid.bi_lo),
+            offset: place.ip_posid,
+        }
+    }
+}
+
+/// Whether an UPDATE made this row version. The extension only inserts and deletes rows (a
+/// layout never changes): a row made by UPDATE was edited by hand, whatever layout it holds.
+///
+/// # Safety
+/// As for [`row_version`].
+unsafe fn updated(row: pg_sys::HeapTuple) -> bool {
+    // SAFETY: see the contract.
+    unsafe { (*(*row).t_data).t_infomask & pg_sys::HEAP_UPDATED as u16 != 0 }
 }
 
 /// The value of column `column` of a catalog row, found by name in the row's descriptor (a
