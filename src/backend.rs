@@ -453,13 +453,7 @@ fn publish_tick(
     let end = layout.tick_start_unix_us(tick + 1);
     // The policy read once per tick (a setting's value): the reservation's and the floor's steps.
     let policy = renewal_policy();
-    let step = protocol::first_id_of_tick(
-        &mut ClusterReservation(shared),
-        &policy,
-        end,
-        |reservation| floor.cover(end, reservation.0, &policy),
-    )
-    .unwrap_or_else(|failure| failure.raise(shared));
+    let step = floor.first_id_of_tick(end, shared, &policy);
     if let TickStep::SkipTo { floor } = step {
         issuer
             .generator

@@ -20,7 +20,7 @@ use std::sync::atomic::Ordering;
 
 use pgrx::prelude::*;
 use snowflake_id_core::floor::{writer_identity, FloorView, LoggedValue, PageLsn, Provenance};
-use snowflake_id_core::protocol::{self, Cover, FloorRelation};
+use snowflake_id_core::protocol::{self, Cover, FloorRelation, TickRefused, TickStep};
 use snowflake_id_core::renewal::RenewalPolicy;
 
 use crate::catalog::{self, CatalogTable, Extension};
@@ -137,30 +137,39 @@ impl DatabaseFloor {
         }
     }
 
-    /// Before the first ID of a tick ending at `end_unix_us` leaves (the reservation already
-    /// covers it): `protocol::cover` with the renewal `policy`, where the database has a floor
-    /// relation.
-    pub fn cover(
+    /// Before the first ID of a tick ending at `end_unix_us` leaves:
+    /// `protocol::first_id_of_tick` with the renewal `policy`, the cluster's reservation and
+    /// this database's floor relation (where it has one), handed down to the protocol once.
+    /// Raises what the protocol refuses: a reservation that cannot be written, a floor beyond
+    /// the trusted lead (55000).
+    pub fn first_id_of_tick(
         &mut self,
         end_unix_us: i64,
         shared: &SharedState,
         policy: &RenewalPolicy,
-    ) -> Cover {
+    ) -> TickStep {
         if self.relations.is_none() {
             // SAFETY: processes pending invalidation messages, as any lock acquisition does, so
             // that relations an update made since this transaction started are seen.
             unsafe { pg_sys::AcceptInvalidationMessages() };
         }
-        let Some((view, mut relation)) = self.in_database(shared) else {
-            return Cover::Covered;
-        };
-        let covered = protocol::cover(view, &mut relation, end_unix_us, policy)
-            .unwrap_or_else(|refused| refused.raise());
-        if covered == Cover::Gone {
-            // Dropped under us (DROP EXTENSION): the catalog's invalidation follows.
-            self.relations = None;
+        let mut located = self.in_database(shared);
+        let floor = located
+            .as_mut()
+            .map(|(view, relation)| (&mut **view, relation));
+        let outcome =
+            protocol::first_id_of_tick(&mut ClusterReservation(shared), policy, end_unix_us, floor);
+        match outcome {
+            Ok((step, covered)) => {
+                if covered == Cover::Gone {
+                    // Dropped under us (DROP EXTENSION): the catalog's invalidation follows.
+                    self.relations = None;
+                }
+                step
+            }
+            Err(TickRefused::Reservation(failure)) => failure.raise(shared),
+            Err(TickRefused::Floor(refused)) => refused.raise(),
         }
-        covered
     }
 
     /// `snowflake_raise_floor`: `protocol::raise_floor` (the server's sessions, the relation,

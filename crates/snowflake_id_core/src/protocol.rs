@@ -85,25 +85,37 @@ pub enum Cover {
     Gone,
 }
 
+/// Why the first ID of a tick cannot leave: the reservation could not be written, or the
+/// database's floor relation holds a value this server does not take (beyond the trusted lead).
+#[derive(Debug, PartialEq, Eq)]
+pub enum TickRefused<R, F> {
+    Reservation(R),
+    Floor(F),
+}
+
 /// Before the first ID of a tick ending at `end` leaves: the reservation covers it (renewed
-/// when the policy says so), then the database's floor relation does (`cover`, which the caller
-/// runs with [`cover`], or returns [`Cover::Covered`] where the database has no floor relation),
-/// and the tick ends above the durable floor. A floor learned on the way, here or by another
-/// session, that reaches the tick's end skips it.
+/// when the policy says so), then the database's floor relation does ([`cover`], with what the
+/// session knows of it; nothing where the database has no floor relation, `floor` None), and
+/// the tick ends above the durable floor. A floor learned on the way, here or by another
+/// session, that reaches the tick's end skips it. Also returns what the relation said (the
+/// caller forgets a relation found [`Cover::Gone`]).
 #[inline]
-pub fn first_id_of_tick<R: Reservation>(
+pub fn first_id_of_tick<R: Reservation, F: FloorRelation>(
     reservation: &mut R,
     policy: &RenewalPolicy,
     end: i64,
-    cover: impl FnOnce(&mut R) -> Cover,
-) -> Result<TickStep, R::Error> {
-    ensure_reserved(reservation, policy, end)?;
-    let covered = cover(reservation);
+    floor: Option<(&mut FloorView, &mut F)>,
+) -> Result<(TickStep, Cover), TickRefused<R::Error, F::Error>> {
+    ensure_reserved(reservation, policy, end).map_err(TickRefused::Reservation)?;
+    let covered = match floor {
+        Some((view, relation)) => cover(view, relation, end, policy).map_err(TickRefused::Floor)?,
+        None => Cover::Covered,
+    };
     let floor = reservation.durable_floor();
     if covered == Cover::FloorAtOrAbove || end <= floor {
-        return Ok(TickStep::SkipTo { floor });
+        return Ok((TickStep::SkipTo { floor }, covered));
     }
-    Ok(TickStep::Issue)
+    Ok((TickStep::Issue, covered))
 }
 
 /// A session's renewal before the first ID of a tick ending at `end`: nothing while the

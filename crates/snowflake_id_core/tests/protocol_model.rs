@@ -50,7 +50,7 @@
 use std::time::Instant;
 
 use snowflake_id_core::floor::LoggedValue;
-use snowflake_id_core::protocol::{self, Cover, TickStep};
+use snowflake_id_core::protocol::{self, TickRefused, TickStep};
 use stateright::{Checker, Model, Property};
 
 #[path = "protocol_model/cluster.rs"]
@@ -133,13 +133,12 @@ impl ProtocolModel {
         state: &mut State,
         session: usize,
         lock_free: bool,
-        mut before_raise: Option<ForeignRestore>,
+        before_raise: Option<ForeignRestore>,
     ) {
         let db = SESSION_DATABASE[session];
         let policy = policy();
         let mut view = state.sessions[session].view;
         let bug = self.bug;
-        let mut refused = false;
         if !state.sessions[session].started {
             state.sessions[session].started_with_relations = state.present[db];
         }
@@ -167,31 +166,19 @@ impl ProtocolModel {
             return;
         }
         let end = tick + 1;
-        let mut reservation = InMemoryReservation { state, lock_free };
-        let step = protocol::first_id_of_tick(&mut reservation, &policy, end, |reservation| {
-            if !present {
-                // No relations yet: nothing to cover in the database (`DatabaseFloor::cover`).
-                return Cover::Covered;
-            }
-            let mut relation = InMemoryRelation {
-                state: reservation.state,
-                db,
-                bug,
-                before_raise: before_raise.take(),
-            };
-            protocol::cover(&mut view, &mut relation, end, &policy).unwrap_or_else(|()| {
-                refused = true;
-                Cover::FloorAtOrAbove
-            })
-        });
+        let stores = SharedStores::new(state, db, bug, lock_free);
+        stores.before_raise.set(before_raise);
+        let mut relation = SharedRelation(&stores);
+        // No relations yet: nothing to cover in the database (`DatabaseFloor::first_id_of_tick`).
+        let floor = present.then_some((&mut view, &mut relation));
+        let step = protocol::first_id_of_tick(&mut SharedReservation(&stores), &policy, end, floor);
         state.sessions[session].view = view;
-        if refused {
-            // The statement fails: no ID, until a superuser accepts the floor.
-            state.refused(db);
-            return;
-        }
         match step {
-            Ok(TickStep::Issue) => {
+            Err(TickRefused::Floor(())) => {
+                // The statement fails: no ID, until a superuser accepts the floor.
+                state.refused(db);
+            }
+            Ok((TickStep::Issue, _)) => {
                 if tick <= state.issued[session] {
                     state.fault.get_or_insert(Fault::IssuedTwice);
                 }
@@ -206,8 +193,8 @@ impl ProtocolModel {
                 state.unfloored[db] &= !state.present[db];
                 state.sessions[session].next_tick = tick + 1;
             }
-            Ok(TickStep::SkipTo { floor }) => state.sessions[session].next_tick = floor,
-            Err(()) => {}
+            Ok((TickStep::SkipTo { floor }, _)) => state.sessions[session].next_tick = floor,
+            Err(TickRefused::Reservation(())) => {}
         }
     }
 }
@@ -216,27 +203,21 @@ impl ProtocolModel {
     /// `snowflake_raise_floor(until)` in database `db`, run by its session's backend: the
     /// protocol's `raise_floor` (with [`Bug::RaiseMovesServerFirst`], the glue moves the server
     /// first). A call its checks refuse must leave the server and the WAL as they were.
-    fn raise_floor(&self, state: State, db: usize, until: i64) -> State {
+    fn raise_floor(&self, state: &mut State, db: usize, until: i64) {
         let before = (state.durable_floor, state.clock, state.wal.clone());
         let mut view = state.sessions[db].view;
-        let stores = RaiseStores {
-            state: std::cell::RefCell::new(state),
-            db,
-            bug: self.bug,
-            pending_reservation: std::cell::Cell::new(None),
-        };
-        let mut reservation = RaiseReservation(&stores);
+        let stores = SharedStores::new(state, db, self.bug, true);
+        let mut reservation = SharedReservation(&stores);
         if self.bug == Bug::RaiseMovesServerFirst {
             protocol::accept_floor(&mut reservation, until);
         }
         let raised = protocol::raise_floor(
             &mut reservation,
             &mut view,
-            &mut RaiseRelation(&stores),
+            &mut SharedRelation(&stores),
             until,
         );
         stores.write_pending_reservation();
-        let mut state = stores.state.into_inner();
         state.sessions[db].view = view;
         match raised {
             Err(())
@@ -248,7 +229,6 @@ impl ProtocolModel {
             Err(()) => {}
             Ok(_) => state.jumped_at = state.jumped_at.max(state.clock),
         }
-        state
     }
 }
 
@@ -507,7 +487,7 @@ impl Model for ProtocolModel {
             Action::Raise { db } => {
                 let until = state.wall + policy().trusted_lead();
                 state.raised = Some(until);
-                state = self.raise_floor(state, db, until);
+                self.raise_floor(&mut state, db, until);
             }
             Action::Accept { db } => {
                 let floor = state.relations(db).floor.value;

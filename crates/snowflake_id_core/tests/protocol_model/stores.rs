@@ -189,18 +189,32 @@ pub fn restore_foreign(state: &mut State, db: usize, lead: i64) {
     state.restore(db, floor, OTHER_CLUSTER, [floor - 1; SESSIONS]);
 }
 
-/// The state that `snowflake_raise_floor` works on: both stores at once (the protocol's
-/// `raise_floor` holds the reservation and the relation together), each borrowing the state for
-/// one call. With [`Bug::RelationRecordFirst`], the reservation's WAL record waits in
-/// `pending_reservation` until the relation's record is written.
-pub struct RaiseStores {
-    pub state: RefCell<State>,
+/// Both stores over one state, for the steps that hold the reservation and the relation
+/// together (`first_id_of_tick`, `raise_floor`): each call borrows the state for itself. With
+/// [`Bug::RelationRecordFirst`], the reservation's WAL record waits in `pending_reservation`
+/// until the relation's record is written.
+pub struct SharedStores<'a> {
+    pub state: RefCell<&'a mut State>,
     pub db: usize,
     pub bug: Bug,
+    pub lock_free: bool,
+    /// A restore of another cluster's dump that lands just before the relation's raise.
+    pub before_raise: Cell<Option<ForeignRestore>>,
     pub pending_reservation: Cell<Option<i64>>,
 }
 
-impl RaiseStores {
+impl<'a> SharedStores<'a> {
+    pub fn new(state: &'a mut State, db: usize, bug: Bug, lock_free: bool) -> Self {
+        SharedStores {
+            state: RefCell::new(state),
+            db,
+            bug,
+            lock_free,
+            before_raise: Cell::new(None),
+            pending_reservation: Cell::new(None),
+        }
+    }
+
     /// The reservation record held back by [`Bug::RelationRecordFirst`], written and flushed.
     pub fn write_pending_reservation(&self) {
         if let Some(floor) = self.pending_reservation.take() {
@@ -213,24 +227,28 @@ impl RaiseStores {
     fn reservation<T>(&self, f: impl FnOnce(&mut InMemoryReservation) -> T) -> T {
         f(&mut InMemoryReservation {
             state: &mut self.state.borrow_mut(),
-            lock_free: true,
+            lock_free: self.lock_free,
         })
     }
 
-    fn relation<T>(&self, f: impl FnOnce(&mut InMemoryRelation) -> T) -> T {
+    fn relation<T>(
+        &self,
+        before_raise: Option<ForeignRestore>,
+        f: impl FnOnce(&mut InMemoryRelation) -> T,
+    ) -> T {
         f(&mut InMemoryRelation {
             state: &mut self.state.borrow_mut(),
             db: self.db,
             bug: self.bug,
-            before_raise: None,
+            before_raise,
         })
     }
 }
 
-/// The cluster's reservation, for the raise.
-pub struct RaiseReservation<'a>(pub &'a RaiseStores);
+/// The cluster's reservation, over [`SharedStores`].
+pub struct SharedReservation<'s, 'a>(pub &'s SharedStores<'a>);
 
-impl Reservation for RaiseReservation<'_> {
+impl Reservation for SharedReservation<'_, '_> {
     type Error = ();
 
     fn reserved_until(&self) -> i64 {
@@ -251,8 +269,8 @@ impl Reservation for RaiseReservation<'_> {
         Ok(())
     }
 
-    fn with_lock<T>(&mut self, _wait: bool, f: impl FnOnce(&mut Self) -> T) -> Option<T> {
-        Some(f(self))
+    fn with_lock<T>(&mut self, wait: bool, f: impl FnOnce(&mut Self) -> T) -> Option<T> {
+        (wait || self.0.lock_free).then(|| f(self))
     }
 
     fn write(&mut self, until: i64) -> Result<(), ()> {
@@ -275,39 +293,42 @@ impl Reservation for RaiseReservation<'_> {
     }
 }
 
-/// The database's floor relation, for the raise.
-pub struct RaiseRelation<'a>(pub &'a RaiseStores);
+/// The database's floor relation, over [`SharedStores`].
+pub struct SharedRelation<'s, 'a>(pub &'s SharedStores<'a>);
 
-impl FloorRelation for RaiseRelation<'_> {
+impl FloorRelation for SharedRelation<'_, '_> {
     type Error = ();
 
     fn page(&mut self) -> Option<PageLsn> {
-        self.0.relation(|relation| relation.page())
+        self.0.relation(None, |relation| relation.page())
     }
 
     fn read(&mut self) -> (LoggedValue, Provenance) {
-        self.0.relation(|relation| relation.read())
+        self.0.relation(None, |relation| relation.read())
     }
 
     fn reserved_until(&self) -> i64 {
-        self.0.relation(|relation| relation.reserved_until())
+        self.0.relation(None, |relation| relation.reserved_until())
     }
 
     fn learned(&mut self, floor: i64) -> Result<(), ()> {
-        self.0.relation(|relation| relation.learned(floor))
+        self.0.relation(None, |relation| relation.learned(floor))
     }
 
     fn raise(&mut self, value: i64, read_at: PageLsn) -> Option<LoggedValue> {
-        let written = self.0.relation(|relation| relation.raise(value, read_at));
+        let before_raise = self.0.before_raise.take();
+        let written = self
+            .0
+            .relation(before_raise, |relation| relation.raise(value, read_at));
         self.0.write_pending_reservation();
         written
     }
 
     fn flushed(&self) -> u64 {
-        self.0.relation(|relation| relation.flushed())
+        self.0.relation(None, |relation| relation.flushed())
     }
 
     fn flush(&mut self, lsn: u64) {
-        self.0.relation(|relation| relation.flush(lsn));
+        self.0.relation(None, |relation| relation.flush(lsn));
     }
 }
