@@ -34,6 +34,13 @@
 # runs only the cost per ID of sessions sharing a worker id against sessions alone on theirs, at
 # 2, 4 and 8 sessions (bench/sharing.py; knobs BENCH_SHARING_SECONDS, 5, and BENCH_SHARING_REPS,
 # 3) and writes sharing.{md,json}.
+#
+#     bash bench/run.sh costs
+#
+# runs only the callgrind instruction counts (bench/costs.py, standard library only: a new
+# backend's first ID with 0 and 500 keyed tables, ADD/DROP COLUMN and CREATE/DROP INDEX with and
+# without the extension, the cost per ID above the bare loop; about a minute per major) and
+# writes costs.{md,json}.
 # Benchmarks are not tests: nothing here fails on a timing, only on a broken setup.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -83,6 +90,9 @@ for major in $BENCH_MAJORS; do
         step "PostgreSQL $major: many databases (bench/databases.py)"
         "$VENV/bin/python" bench/databases.py --bindir "$BIN" --dir "$BENCH_DIR" \
             --results "bench/results/pg$major"
+    elif [ "${1:-}" = costs ]; then
+        step "PostgreSQL $major: callgrind costs (bench/costs.py)"
+        python3 bench/costs.py --bindir "$BIN" --dir "$BENCH_DIR" --results "bench/results/pg$major"
     elif [ "${1:-}" = sharing ]; then
         step "PostgreSQL $major: shared worker ids (bench/sharing.py)"
         "$VENV/bin/python" bench/sharing.py --bindir "$BIN" --dir "$BENCH_DIR" \

@@ -66,6 +66,8 @@ install_everything() {
     require_root
     require_cargo
     install_base_packages
+    # The callgrind cost script's cluster test (bench/costs.py) counts with valgrind.
+    apt_install_missing valgrind
     for major in "${SUPPORTED_PG_MAJORS[@]}"; do
         install_postgres_major "$major"
     done
