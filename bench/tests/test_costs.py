@@ -1,7 +1,5 @@
 """The callgrind cost script's scripts, arithmetic and table (bench/costs.py)."""
 
-import subprocess
-import sys
 import tempfile
 import unittest
 from pathlib import Path
@@ -10,16 +8,6 @@ from snowflake_bench.costs import (DDL_PAIRS, DDL_TABLES, DDL_WITH, DDL_WITHOUT,
                                    SETTINGS, ddl_figures, ddl_script, ddl_tables_sql,
                                    first_id_figures, keyed_database_sql, numbered_dumps,
                                    per_id_figures, per_id_script, per_unit, render, rows)
-
-BENCH = Path(__file__).resolve().parent.parent
-
-WITHOUT_PSYCOPG_AND_MATPLOTLIB = f"""
-import runpy, sys
-sys.modules.update(psycopg=None, matplotlib=None)
-sys.path.insert(0, {str(BENCH)!r})
-sys.argv = ["costs.py", "--help"]
-runpy.run_path({str(BENCH / "costs.py")!r}, run_name="__main__")
-"""
 
 
 def first_id_totals(select_1, **functions):
@@ -182,13 +170,6 @@ class TableTest(unittest.TestCase):
         self.assertIn("(plpgsql_call_handler, inclusive): ALTER TABLE ADD COLUMN + DROP COLUMN: "
                       "fired 2×, 12.8k instructions; CREATE INDEX + DROP INDEX: fired 1×, 6.4k "
                       "instructions.", text)
-
-    def test_loads_and_parses_its_arguments_without_psycopg_and_matplotlib(self):
-        completed = subprocess.run([sys.executable, "-c", WITHOUT_PSYCOPG_AND_MATPLOTLIB],
-                                   capture_output=True, text=True, timeout=60)
-        self.assertEqual(completed.returncode, 0, completed.stderr)
-        for option in ("--bindir", "--dir", "--results", "--quick"):
-            self.assertIn(option, completed.stdout)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""bench/run.py loads every module and parses its arguments without psycopg or matplotlib."""
+"""bench/run.py and bench/costs.py load every module and parse their arguments without psycopg
+or matplotlib."""
 
 import subprocess
 import sys
@@ -7,26 +8,35 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent.parent
 
-# A None entry in sys.modules makes `import name` raise ImportError, as if not installed.
-WITHOUT_PSYCOPG_AND_MATPLOTLIB = f"""
+def help_without_psycopg_and_matplotlib(script):
+    """What `python3 bench/<script> --help` prints and how it ends, with psycopg and matplotlib
+    not installed (a None entry in sys.modules makes `import name` raise ImportError)."""
+    code = f"""
 import runpy, sys
 sys.modules.update(psycopg=None, matplotlib=None)
 sys.path.insert(0, {str(BENCH)!r})
-sys.argv = ["run.py", "--help"]
-runpy.run_path({str(BENCH / "run.py")!r}, run_name="__main__")
+sys.argv = [{script!r}, "--help"]
+runpy.run_path({str(BENCH / script)!r}, run_name="__main__")
 """
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
 
 
 class EntryPointTest(unittest.TestCase):
     def test_help_without_psycopg_and_matplotlib(self):
-        completed = subprocess.run([sys.executable, "-c", WITHOUT_PSYCOPG_AND_MATPLOTLIB],
-                                   capture_output=True, text=True, timeout=60)
+        completed = help_without_psycopg_and_matplotlib("run.py")
         self.assertEqual(completed.returncode, 0, completed.stderr)
         for option in ("--bindir", "--dir", "--library", "--results", "--n", "--reps",
                        "--pgbench-reps", "--pgbench-seconds", "--insert-rows", "--wait-quiet",
                        "--skip-callgrind", "--report-only"):
             self.assertIn(option, completed.stdout)
         self.assertIn("Benchmarks of snowflake_id", completed.stdout)
+
+    def test_the_cost_script_loads_and_parses_its_arguments_without_psycopg_and_matplotlib(self):
+        completed = help_without_psycopg_and_matplotlib("costs.py")
+        self.assertEqual(completed.returncode, 0, completed.stderr)
+        for option in ("--bindir", "--dir", "--results", "--quick"):
+            self.assertIn(option, completed.stdout)
 
 
 if __name__ == "__main__":
