@@ -2,14 +2,14 @@
 //! run by stateright through every history of up to [`MAX_DEPTH`] events of a small cluster, its
 //! reservation, WAL and floor relations in memory. The steps are the ones the extension runs
 //! (`first_id_of_tick`, `cover`, `learn`, `renew_for_worker`, `raise_floor`, `accept_floor`,
-//! `floor_after_promotion`, `file_takes_raised_floor`); what is modelled here is PostgreSQL around them:
-//! the WAL and what a crash, a checkpoint or a lagging standby keeps of it, the reservation file,
-//! `pg_dump` and `pg_restore`, `pg_upgrade`.
+//! `floor_after_promotion`, `file_takes_raised_floor`); what is modelled here is PostgreSQL around
+//! them: the WAL and what a crash, a checkpoint or a lagging standby keeps of it, the reservation
+//! file, `pg_dump` and `pg_restore`, `pg_upgrade`.
 //!
 //! The cluster: two sessions (worker ids 0 and 1, in databases 0 and 1), the reservation worker,
 //! the WAL writer, and a wall clock that runs from 0 to [`HORIZON`] ticks, with a reservation
-//! window of [`WINDOW`] ticks. Events, in any order: a tick of the wall clock; a session's first
-//! ID of a tick (with the reservation lock free or taken, and with or without a restore of another
+//! window of [`WINDOW`] ticks. Events, in any order: a tick of the wall clock; a session's first ID
+//! of a tick (with the reservation lock free or taken, and with or without a restore of another
 //! cluster's dump landing between its read of the floor relation and its write); the worker's
 //! renewal (with or without a streaming standby); the WAL writer's flush; a crash, with the clock
 //! set back; a clean restart; a failover to a standby that lags [`FAILOVER_LAG`] of the old
@@ -24,41 +24,44 @@
 //! the reference's update steps say); and, in a third run, a superuser's `snowflake_raise_floor`
 //! (once, as far ahead as its bound lets it) and `snowflake_accept_floor` of a floor its sessions
 //! refuse. A streaming standby has replayed every reservation record a checkpoint took out of the
-//! WAL, as its own file holds them. Crashes, restarts, failovers, recoveries and upgrades happen
-//! at most [`MAX_FAULTS`] times per history, each restore once per database. Histories of up to
-//! [`MAX_DEPTH`] events are explored without recoveries, and of up to
-//! [`MAX_DEPTH_WITH_RECOVERIES`] with them (a recovery offers a target at every record), and of up
-//! to [`MAX_DEPTH_WITH_FLOOR_CALLS`] with the floor calls too.
+//! WAL, as its own file holds them. Crashes, restarts, failovers, recoveries and upgrades happen at
+//! most [`MAX_FAULTS`] times per history, each restore once per database. Histories of up to
+//! [`MAX_DEPTH`] events are explored without recoveries, and of up to [`MAX_DEPTH_WITH_RECOVERIES`]
+//! with them (a recovery offers a target at every record), and of up to
+//! [`MAX_DEPTH_WITH_FLOOR_CALLS`] with the floor calls too.
 //!
-//! Properties, in every state reached: no worker id issues a tick it issued before (so no ID
-//! twice, across crashes, failover and upgrades; after a recovery, none it had issued before the
-//! target), no database issues an ID at or below one restored into it, and no floor from elsewhere
-//! moves the cluster more than the trusted lead ahead of the wall clock; a `snowflake_raise_floor`
-//! its checks refuse moves nothing (neither the server nor the WAL), and no server that has the
-//! floor a raise wrote refuses it (unless a restore or `pg_upgrade` brought the database a value
-//! since). Left out, as design §8 says: a failover less than the lag after a forward jump of the
-//! old primary's clock, and restores that lower a floor not yet carried on; let in, the checker finds them. Each seeded bug
-//! of the in-memory store (one that drops the floor's flush, one that writes over a change instead
-//! of reading it again, one that trusts a floor beyond the bound, a session that never looks for
-//! relations an update created) is caught, and its history printed; so are a glue that moves the
-//! server before `raise_floor`'s checks, one that writes the raise's relation record before its
-//! reservation record (a recovery between the two refuses the raised floor), a recovery whose
-//! reservation records are not replayed, and a writer relation that names the cluster without its
-//! timeline (a dump from after a recovery's target then repeats IDs: what this check found,
+//! Properties, in every state reached: no worker id issues a tick it issued before (so no ID twice,
+//! across crashes, failover and upgrades; after a recovery, none it had issued before the target),
+//! no database issues an ID at or below one restored into it, and no floor from elsewhere moves the
+//! cluster more than the trusted lead ahead of the wall clock; a `snowflake_raise_floor` its checks
+//! refuse moves nothing (neither the server nor the WAL), and no server that has the floor a raise
+//! wrote refuses it (unless a restore or `pg_upgrade` brought the database a value since). Left
+//! out, as design §8 says: a failover less than the lag after a forward jump of the old primary's
+//! clock, and restores that lower a floor not yet carried on; let in, the checker finds them. Each
+//! seeded bug of the in-memory store (one that drops the floor's flush, one that writes over a
+//! change instead of reading it again, one that trusts a floor beyond the bound, a session that
+//! never looks for relations an update created) is caught, and its history printed; so are a glue
+//! that moves the server before `raise_floor`'s checks, one that writes the raise's relation record
+//! before its reservation record (a recovery between the two refuses the raised floor), a recovery
+//! whose reservation records are not replayed, and a writer relation that names the cluster without
+//! its timeline (a dump from after a recovery's target then repeats IDs: what this check found,
 //! `pgrx-tests/tests/pitr.rs`).
 
 use std::time::Instant;
 
 use snowflake_id_core::floor::LoggedValue;
-use snowflake_id_core::protocol::{self, TickRefused, TickStep};
+use snowflake_id_core::protocol;
 use stateright::{Checker, Model, Property};
 
 #[path = "protocol_model/cluster.rs"]
 mod cluster;
+#[path = "protocol_model/steps.rs"]
+mod steps;
 #[path = "protocol_model/stores.rs"]
 mod stores;
 
 use cluster::*;
+use steps::promote;
 use stores::*;
 
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
@@ -126,111 +129,6 @@ const BEYOND_BOUND: &str = "no floor from elsewhere moves the cluster beyond the
 const RAISE_NEVER_REFUSED: &str =
     "no server that has the floor snowflake_raise_floor wrote refuses it";
 const REFUSED_RAISE_MOVES_NOTHING: &str = "a refused snowflake_raise_floor moves nothing";
-
-impl ProtocolModel {
-    fn first_id_of_tick(
-        &self,
-        state: &mut State,
-        session: usize,
-        lock_free: bool,
-        before_raise: Option<ForeignRestore>,
-    ) {
-        let db = SESSION_DATABASE[session];
-        let policy = policy();
-        let mut view = state.sessions[session].view;
-        let bug = self.bug;
-        if !state.sessions[session].started {
-            state.sessions[session].started_with_relations = state.present[db];
-        }
-        let present = state.present[db]
-            && (bug != Bug::NoLookAfterUpdate || state.sessions[session].started_with_relations);
-        if !state.sessions[session].started && present {
-            // A new generator learns the relation first (`DatabaseFloor::learn`).
-            let mut relation = InMemoryRelation {
-                state,
-                db,
-                bug,
-                before_raise: None,
-            };
-            if protocol::learn(&mut view, &mut relation).is_err() {
-                state.sessions[session].view = view;
-                state.refused(db);
-                return;
-            }
-        }
-        state.sessions[session].started = true;
-        let tick = state.sessions[session].next_tick.max(state.clock);
-        if tick > state.clock {
-            // Waits for the clock (`snowflake_id.max_lead` = 0 here).
-            state.sessions[session].view = view;
-            return;
-        }
-        let end = tick + 1;
-        let stores = SharedStores::new(state, db, bug, lock_free);
-        stores.before_raise.set(before_raise);
-        let mut relation = SharedRelation(&stores);
-        // No relations yet: nothing to cover in the database (`DatabaseFloor::first_id_of_tick`).
-        let floor = present.then_some((&mut view, &mut relation));
-        let step = protocol::first_id_of_tick(&mut SharedReservation(&stores), &policy, end, floor);
-        state.sessions[session].view = view;
-        match step {
-            Err(TickRefused::Floor(())) => {
-                // The statement fails: no ID, until a superuser accepts the floor.
-                state.refused(db);
-            }
-            Ok((TickStep::Issue, _)) => {
-                if tick <= state.issued[session] {
-                    state.fault.get_or_insert(Fault::IssuedTwice);
-                }
-                if tick <= state.restored(db)[session] {
-                    state.fault.get_or_insert(Fault::BelowRestored);
-                }
-                state.issued[session] = state.issued[session].max(tick);
-                state.stored[session] = state.stored[session].max(tick);
-                state.held[db][session] = state.held[db][session].max(tick);
-                state.lowered[db] = false;
-                // The reference's step after an update: an ID issued there writes the floor.
-                state.unfloored[db] &= !state.present[db];
-                state.sessions[session].next_tick = tick + 1;
-            }
-            Ok((TickStep::SkipTo { floor }, _)) => state.sessions[session].next_tick = floor,
-            Err(TickRefused::Reservation(())) => {}
-        }
-    }
-}
-
-impl ProtocolModel {
-    /// `snowflake_raise_floor(until)` in database `db`, run by its session's backend: the
-    /// protocol's `raise_floor` (with [`Bug::RaiseMovesServerFirst`], the glue moves the server
-    /// first). A call its checks refuse must leave the server and the WAL as they were.
-    fn raise_floor(&self, state: &mut State, db: usize, until: i64) {
-        let before = (state.durable_floor, state.clock, state.wal.clone());
-        let mut view = state.sessions[db].view;
-        let stores = SharedStores::new(state, db, self.bug, true);
-        let mut reservation = SharedReservation(&stores);
-        if self.bug == Bug::RaiseMovesServerFirst {
-            protocol::accept_floor(&mut reservation, until);
-        }
-        let raised = protocol::raise_floor(
-            &mut reservation,
-            &mut view,
-            &mut SharedRelation(&stores),
-            until,
-        );
-        stores.write_pending_reservation();
-        state.sessions[db].view = view;
-        match raised {
-            Err(())
-                if (state.durable_floor, state.clock, &state.wal)
-                    != (before.0, before.1, &before.2) =>
-            {
-                state.fault.get_or_insert(Fault::RefusedRaiseMoved);
-            }
-            Err(()) => {}
-            Ok(_) => state.jumped_at = state.jumped_at.max(state.clock),
-        }
-    }
-}
 
 impl Model for ProtocolModel {
     type State = State;
@@ -552,20 +450,6 @@ impl Model for ProtocolModel {
             .filter(|property| self.checks.is_none_or(|name| property.name == name))
             .collect()
     }
-}
-
-/// Before the first ID after leaving recovery (a promotion, a point-in-time recovery): the
-/// durable floor the failover margin above the last reservation replayed.
-fn promote(state: &mut State) {
-    // (`snowflake_id.max_lead` = 0 here, and ticks are the coarsest.)
-    let leads = protocol::PromotionLeads {
-        failover_lag: FAILOVER_LAG,
-        max_lead: 0,
-        coarsest_tick: 1,
-    };
-    let floor = protocol::floor_after_promotion(&policy(), leads, state.durable_floor, state.clock);
-    state.raise_durable_floor(floor);
-    state.jumped_at = state.clock;
 }
 
 /// Runs the checker over every state reachable in `depth` events (point-in-time recoveries among
