@@ -240,7 +240,8 @@ unsafe fn extension_row(extensions: pg_sys::Relation) -> Option<(pg_sys::Oid, Ve
 /// anything in it).
 pub const INTERNAL_SCHEMA: &CStr = c"snowflake_id_internal";
 
-const ACCESS_SHARE: pg_sys::LOCKMODE = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+/// The lock a reader of a relation takes (`ACCESS SHARE`).
+pub const ACCESS_SHARE: pg_sys::LOCKMODE = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
 
 /// The columns of a catalog row that make its layout, in the order `layout_of_row` reads them
 /// from ordinal `first` on.

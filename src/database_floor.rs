@@ -354,7 +354,7 @@ fn with_sequence_page<T>(
     relation: pg_sys::Oid,
     read: impl FnOnce(pg_sys::Buffer) -> T,
 ) -> Option<T> {
-    let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+    let lock = catalog::ACCESS_SHARE;
     // SAFETY: a sequence relation (checked in `locate`) has one page, block 0; it stays pinned
     // while `read` runs, and the pin and the relation are released in the order they were
     // taken (an ERROR in `read` releases both at the abort).

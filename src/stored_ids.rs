@@ -27,7 +27,7 @@ use pgrx::spi::OwnedPreparedStatement;
 use pgrx::PgList;
 
 use crate::backend;
-use crate::catalog;
+use crate::catalog::{self, ACCESS_SHARE};
 use crate::citus;
 use crate::errors;
 use crate::reservation;
@@ -256,8 +256,6 @@ fn indexes_of(relation: pg_sys::Oid) -> Vec<pg_sys::Oid> {
         }
     }
 }
-
-const ACCESS_SHARE: pg_sys::LOCKMODE = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
 
 /// The largest ID an index holds, and where.
 struct Largest {
