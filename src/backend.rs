@@ -124,7 +124,7 @@ fn with_backend<R>(f: impl FnOnce(&mut Backend) -> R) -> R {
 
 /// Where the catalog table is (looked up once per backend, again after it changed).
 pub fn catalog_table() -> CatalogTable {
-    with_backend(|backend| backend.sequences.catalog_table().clone())
+    with_backend(|backend| *backend.sequences.catalog_table())
 }
 
 /// The layout of sequence `name`; raises 42704 when it does not exist.

@@ -18,7 +18,7 @@ use crate::timestamps;
 /// user-facing functions and views are). No name is kept: SQL that names either reads the
 /// name from the OID when it runs, so a schema renamed since (its owner may be the
 /// database's owner) cannot send it elsewhere.
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 pub struct CatalogTable {
     oid: pg_sys::Oid,
     extension_namespace: pg_sys::Oid,
@@ -273,6 +273,15 @@ pub struct RowVersion {
     inserted_by: pg_sys::TransactionId,
     block: u32,
     offset: u16,
+}
+
+impl RowVersion {
+    /// Whether this backend's transaction (or one of its subtransactions) inserted the row:
+    /// not committed yet, so not for other sessions to rely on.
+    pub fn inserted_by_this_transaction(&self) -> bool {
+        // SAFETY: asks about a transaction id; any value is allowed.
+        unsafe { pg_sys::TransactionIdIsCurrentTransactionId(self.inserted_by) }
+    }
 }
 
 /// The longest sequence name, in bytes (PostgreSQL's identifier limit).
@@ -606,7 +615,8 @@ pub extern "C" fn pg_finfo_snowflake_catalog_guard() -> &'static pg_sys::Pg_finf
     &VERSION_1
 }
 
-/// Deletes sequence `name`; returns whether it existed.
+/// Deletes sequence `name`; returns whether it existed. Called only by
+/// `extension_directory::delete_sequence`, which tells the directory.
 pub fn delete(catalog: &CatalogTable, name: &str) -> bool {
     let query = format!(
         "DELETE FROM {} WHERE name OPERATOR(pg_catalog.=) $1",

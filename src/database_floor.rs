@@ -25,10 +25,11 @@ use snowflake_id_core::renewal::RenewalPolicy;
 
 use crate::catalog::{self, CatalogTable, Extension};
 use crate::errors;
+use crate::extension_directory;
 use crate::privileges::as_owner;
 use crate::reservation::{renewal_policy, ClusterReservation};
 use crate::shared_memory::{
-    with_lwlock, FloorWriteSlot, FloorWrites, SharedState, FLOOR_WRITE_SLOTS,
+    with_lwlock, FloorRelations, FloorWriteSlot, FloorWrites, SharedState, FLOOR_WRITE_SLOTS,
 };
 use crate::system_clock;
 
@@ -67,10 +68,10 @@ fn relation_name(relation: pg_sys::Oid) -> String {
 /// This backend's view of its database's floor relation.
 pub struct DatabaseFloor {
     /// The catalog table the relation was looked up for (a new one means a new extension).
-    catalog: pg_sys::Oid,
+    catalog: Option<CatalogTable>,
     /// The relations, or None where the extension predates them (0.4.0 and earlier, not yet
     /// updated): looked up again before each tick until the update creates them.
-    relations: Option<Relations>,
+    relations: Option<FloorRelations>,
     /// Whether the writer relation names this cluster and timeline, as this backend last read or
     /// wrote it.
     ours: bool,
@@ -81,7 +82,7 @@ pub struct DatabaseFloor {
 impl DatabaseFloor {
     pub const fn new() -> Self {
         DatabaseFloor {
-            catalog: pg_sys::InvalidOid,
+            catalog: None,
             relations: None,
             ours: false,
             view: FloorView::NEW,
@@ -92,21 +93,21 @@ impl DatabaseFloor {
     /// time, forgetting what was known of another one's (the extension was dropped and created
     /// again).
     pub fn follow(&mut self, catalog: &CatalogTable) {
-        if self.catalog == catalog.oid() {
+        if self.catalog.map(|known| known.oid()) == Some(catalog.oid()) {
             return;
         }
         *self = DatabaseFloor {
-            catalog: catalog.oid(),
-            relations: locate(catalog.oid()),
+            catalog: Some(*catalog),
+            relations: relations_of(catalog),
             ..DatabaseFloor::new()
         };
     }
 
     /// The relations, looked up again while the extension predates them (a session that
     /// started before `ALTER EXTENSION … UPDATE` finds them at its next tick).
-    fn located(&mut self) -> Option<Relations> {
-        if self.relations.is_none() && self.catalog != pg_sys::InvalidOid {
-            self.relations = locate(self.catalog);
+    fn located(&mut self) -> Option<FloorRelations> {
+        if let (None, Some(catalog)) = (self.relations, self.catalog) {
+            self.relations = relations_of(&catalog);
         }
         self.relations
     }
@@ -192,7 +193,7 @@ impl DatabaseFloor {
         let relations = self
             .located()
             .unwrap_or_else(|| errors::floor_relation_missing(&catalog.extension_schema()).raise());
-        Relations {
+        FloorRelations {
             owner: trusted_owner(relations.floor),
             ..relations
         }
@@ -203,7 +204,7 @@ impl DatabaseFloor {
 
 /// One database's floor relations as the protocol (`snowflake_id_core::protocol`) sees them.
 struct InDatabase<'a> {
-    relations: &'a mut Relations,
+    relations: &'a mut FloorRelations,
     /// Whether the writer relation names this cluster and timeline, as this backend last read or
     /// wrote it.
     ours: &'a mut bool,
@@ -213,7 +214,7 @@ struct InDatabase<'a> {
 impl FloorRelation for InDatabase<'_> {
     type Error = errors::Error;
 
-    /// The floor relation's page LSN (see [`Relations::floor_page_lsn`]).
+    /// The floor relation's page LSN (see [`FloorRelations::floor_page_lsn`]).
     fn page(&mut self) -> Option<PageLsn> {
         self.relations.floor_page_lsn()
     }
@@ -222,8 +223,9 @@ impl FloorRelation for InDatabase<'_> {
     /// (shared; writes hold it exclusively around their setval and slot), so that a write
     /// finishing in between is not taken for somebody else's.
     fn read(&mut self) -> (LoggedValue, Provenance) {
-        // The owner may have changed since the lookup (REASSIGN OWNED, ALTER ROLE): checked at
-        // every read, not only when the session looked the relations up.
+        // The owners may have changed since the lookup (REASSIGN OWNED, ALTER ROLE), which
+        // the extension directory may have made in another session: checked at every read.
+        trusted_owner(self.relations.writer);
         self.relations.owner = trusted_owner(self.relations.floor);
         let relations = *self.relations;
         // The relation locks first, so that nothing waits for one while holding the LWLock.
@@ -378,15 +380,9 @@ fn last_record_end() -> pg_sys::XLogRecPtr {
     unsafe { pg_sys::XactLastRecEnd }
 }
 
-/// The floor relation and the writer relation of one database, and their owner.
-#[derive(Clone, Copy)]
-struct Relations {
-    floor: pg_sys::Oid,
-    writer: pg_sys::Oid,
-    owner: pg_sys::Oid,
-}
-
-impl Relations {
+/// The floor relation and the writer relation of one database, and their owner (kept in the
+/// extension directory).
+impl FloorRelations {
     /// The sequence's value (None before it was first set), as `pg_sequence_last_value`
     /// answers it (see [`read_sequence_page`]).
     fn value(&self, relation: pg_sys::Oid) -> Option<i64> {
@@ -453,7 +449,7 @@ impl FloorWrites {
     /// The value before `newest` of this database's floor relation, when `newest` is the latest
     /// write this server made there (and so is this server's). Under the lock, shared or
     /// exclusive.
-    fn before(&self, relations: &Relations, newest: LoggedValue) -> Option<LoggedValue> {
+    fn before(&self, relations: &FloorRelations, newest: LoggedValue) -> Option<LoggedValue> {
         let slot = self.slot_of(relations)?;
         let known = slot.newest_value.load(Ordering::Relaxed) == newest.value
             && slot.newest_lsn.load(Ordering::Relaxed) == newest.lsn;
@@ -469,7 +465,7 @@ impl FloorWrites {
     }
 
     /// Notes, under the exclusive lock, that the relation went from `before` to `newest`.
-    fn remember(&self, relations: &Relations, before: LoggedValue, newest: LoggedValue) {
+    fn remember(&self, relations: &FloorRelations, before: LoggedValue, newest: LoggedValue) {
         let slot = self
             .slot_of(relations)
             .unwrap_or_else(|| self.slot_to_take(relations));
@@ -488,7 +484,7 @@ impl FloorWrites {
     }
 
     /// The slots this database's relation may use: a few from its hash on.
-    fn candidates(&self, relations: &Relations) -> impl Iterator<Item = &FloorWriteSlot> {
+    fn candidates(&self, relations: &FloorRelations) -> impl Iterator<Item = &FloorWriteSlot> {
         // A multiplicative hash: database and relation OIDs are small and close together.
         let key = (u64::from(this_database()) << 32 | u64::from(relations.floor.to_u32()))
             .wrapping_mul(0x9E37_79B9_7F4A_7C15)
@@ -497,7 +493,7 @@ impl FloorWrites {
     }
 
     /// The slot holding this relation's writes, if any.
-    fn slot_of(&self, relations: &Relations) -> Option<&FloorWriteSlot> {
+    fn slot_of(&self, relations: &FloorRelations) -> Option<&FloorWriteSlot> {
         self.candidates(relations).find(|slot| {
             slot.database.load(Ordering::Relaxed) == this_database()
                 && slot.relation.load(Ordering::Relaxed) == relations.floor.to_u32()
@@ -505,7 +501,7 @@ impl FloorWrites {
     }
 
     /// A slot for a relation that has none: an empty one, else the one written longest ago.
-    fn slot_to_take(&self, relations: &Relations) -> &FloorWriteSlot {
+    fn slot_to_take(&self, relations: &FloorRelations) -> &FloorWriteSlot {
         self.candidates(relations)
             .min_by_key(|slot| match slot.database.load(Ordering::Relaxed) {
                 0 => 0,
@@ -569,12 +565,18 @@ fn flushable_insert_position() -> pg_sys::XLogRecPtr {
     }
 }
 
+/// The floor and writer relations of the extension whose catalog table is `catalog`: from the
+/// extension directory, else looked up (`locate`).
+fn relations_of(catalog: &CatalogTable) -> Option<FloorRelations> {
+    extension_directory::floor_relations(catalog, || locate(catalog.oid()))
+}
+
 /// The floor and writer relations next to the catalog table, and their owner: sequences that
 /// are members of the catalog table's extension. A relation of that name that is not (one a
 /// role created in a database whose extension predates the floor) is not the floor; a member
 /// owned by a role that is not a superuser (moved by `REASSIGN OWNED`) is refused (55000), since
 /// its owner could set any floor for the whole server.
-fn locate(catalog: pg_sys::Oid) -> Option<Relations> {
+fn locate(catalog: pg_sys::Oid) -> Option<FloorRelations> {
     let extension = Extension::installed()?;
     // The catalog table this backend read is still the extension's (not one of an extension
     // dropped and created again since).
@@ -585,7 +587,7 @@ fn locate(catalog: pg_sys::Oid) -> Option<Relations> {
     let floor = extension.member(RELATION_NAME, sequence)?;
     let writer = extension.member(WRITER_RELATION_NAME, sequence)?;
     trusted_owner(writer);
-    Some(Relations {
+    Some(FloorRelations {
         floor,
         writer,
         owner: trusted_owner(floor),

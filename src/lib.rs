@@ -15,6 +15,7 @@ mod citus;
 mod cluster_time;
 mod database_floor;
 mod errors;
+mod extension_directory;
 mod gucs;
 mod maintenance;
 mod privileges;
@@ -69,6 +70,7 @@ pub extern "C-unwind" fn _PG_init() {
     shared_memory::install_hooks(reservation::write_floor_at_shutdown);
     citus::install_hooks();
     maintenance::install_hook();
+    extension_directory::install_hook();
     reservation_worker::register();
 }
 

@@ -1,5 +1,6 @@
-//! This backend's cache of sequence layouts (docs/design.md §6): lookup by name, invalidation
-//! when the catalog table changes, and re-verification before the next use. It is the only
+//! This backend's cache of sequence layouts (docs/design.md §6): lookup by name (in the
+//! server's extension directory, else the catalog table), invalidation when the catalog table
+//! changes, and re-verification before the next use. It is the only
 //! owner of that cycle; the per-sequence state a user keeps in it (the generators of
 //! `backend.rs`) is dropped when a sequence's layout changes.
 
@@ -8,8 +9,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use pgrx::prelude::*;
 use snowflake_id_core::layout::Layout;
 
-use crate::catalog::{self, CatalogTable, RowVersion};
+use crate::catalog::{CatalogTable, RowVersion};
 use crate::errors;
+use crate::extension_directory;
 
 /// Set by the relcache callback when the catalog table may have changed (a sequence was
 /// created or dropped and committed, or the extension was dropped).
@@ -91,8 +93,8 @@ impl<S> SequenceCache<S> {
                 return position;
             }
         }
-        let catalog = self.catalog_table().clone();
-        let Some((layout, row)) = catalog::load_layout(&catalog, name) else {
+        let catalog = *self.catalog_table();
+        let Some((layout, row)) = extension_directory::layout(&catalog, name) else {
             if let Some(position) = position {
                 self.entries.remove(position);
             }
@@ -133,11 +135,12 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
-/// Finds the catalog table and starts watching it for committed changes.
+/// Finds the catalog table (in the extension directory, else in the catalogs) and starts
+/// watching it for committed changes.
 #[cold]
 #[inline(never)]
 fn locate_and_watch() -> CatalogTable {
-    let catalog = catalog::locate();
+    let catalog = extension_directory::catalog_table();
     watch(&catalog);
     catalog
 }

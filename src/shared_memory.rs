@@ -1,10 +1,12 @@
-//! The shared-memory segment and its lifecycle (docs/design.md §3–§5): its layout (the cluster
-//! clock, the reservation state, counters, the latest floor writes, the table of worker ids),
+//! The shared-memory segment and its lifecycle (docs/design.md §3–§6): its layout (the cluster
+//! clock, the reservation state, counters, the latest floor writes, the extension directory,
+//! the table of worker ids),
 //! requesting and creating it in the postmaster, finding it from a backend, and the callback at
 //! a clean shutdown. What is done with each part lives with that part: `cluster_time.rs` reads
 //! the clock, `reservation.rs` renews the reservation and raises the floor,
 //! `database_floor.rs` writes the floor relations, `backend.rs` takes worker ids.
 
+use std::cell::UnsafeCell;
 use std::mem::size_of;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering};
@@ -13,10 +15,12 @@ use once_cell::sync::OnceCell;
 use pgrx::prelude::*;
 
 use snowflake_id_core::cluster_clock::{ClusterClock, JumpPolicy};
+use snowflake_id_core::layout::Layout;
 use snowflake_id_core::protocol;
 use snowflake_id_core::reservation as reservation_file;
 use snowflake_id_core::worker_ids::{Spaces, WorkerId};
 
+use crate::catalog::{CatalogTable, RowVersion, MAX_NAME_BYTES};
 use crate::errors;
 use crate::gucs;
 use crate::system_clock;
@@ -111,6 +115,73 @@ impl FloorWriteSlot {
     }
 }
 
+/// How many databases the extension directory keeps (`extension_directory.rs`), an entry each;
+/// a database beyond them takes the entry of another (whose next new connection looks its
+/// extension up again).
+pub const DIRECTORY_DATABASES: usize = 64;
+/// How many sequences' layouts a directory entry keeps; the first IDs of further sequences look
+/// their layouts up in the catalog table.
+pub const DIRECTORY_LAYOUTS: usize = 16;
+/// How many prepared transactions that deleted a catalog row the directory follows at once.
+pub const PREPARED_DELETIONS: usize = 8;
+
+/// The databases' extensions, as backends found them (`extension_directory.rs` reads and fills
+/// it): entries read under `lock` held shared, written under it held exclusively.
+#[repr(C, align(64))]
+pub struct Directory {
+    pub lock: AtomicPtr<pg_sys::LWLock>,
+    /// Bumped after the commit of every transaction that deleted a catalog row.
+    pub generation: AtomicU64,
+    /// Prepared transactions that deleted a catalog row, as `database << 32 | xid` (0: free).
+    pub prepared: [AtomicU64; PREPARED_DELETIONS],
+    /// Set when more were prepared at once than `prepared` holds: nothing is trusted any more
+    /// (until the server restarts).
+    pub overflowed: AtomicBool,
+    pub entries: UnsafeCell<[Option<DirectoryEntry>; DIRECTORY_DATABASES]>,
+}
+
+/// A database's floor relations and their owner, as `database_floor.rs` found them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct FloorRelations {
+    pub floor: pg_sys::Oid,
+    pub writer: pg_sys::Oid,
+    pub owner: pg_sys::Oid,
+}
+
+/// One database's extension.
+#[derive(Clone, Copy)]
+pub struct DirectoryEntry {
+    pub database: pg_sys::Oid,
+    /// The directory's generation when the lookups that filled it began.
+    pub generation: u64,
+    pub catalog: CatalogTable,
+    /// None until a backend looked them up (and where the extension predates them), with the
+    /// floor relation's schema.
+    pub floor: Option<(FloorRelations, pg_sys::Oid)>,
+    pub layouts: [Option<NamedLayout>; DIRECTORY_LAYOUTS],
+}
+
+/// A sequence's layout and the catalog row it came from.
+#[derive(Clone, Copy)]
+pub struct NamedLayout {
+    pub name: [u8; MAX_NAME_BYTES],
+    pub length: u8,
+    pub layout: Layout,
+    pub row: RowVersion,
+}
+
+impl Directory {
+    fn new(lock: *mut pg_sys::LWLock) -> Directory {
+        Directory {
+            lock: AtomicPtr::new(lock),
+            generation: AtomicU64::new(0),
+            prepared: std::array::from_fn(|_| AtomicU64::new(0)),
+            overflowed: AtomicBool::new(false),
+            entries: UnsafeCell::new([None; DIRECTORY_DATABASES]),
+        }
+    }
+}
+
 /// Header of the segment; the table of worker ids (`spaces.table_len()` of them) follows
 /// it directly. Each part is cache-line aligned so the hot, read-mostly lines are not written
 /// by the rare updates of others.
@@ -120,6 +191,7 @@ pub struct SharedState {
     pub reservation: Reservation,
     pub counters: Counters,
     pub floor_writes: FloorWrites,
+    pub directory: Directory,
     pub spaces: Spaces,
 }
 
@@ -127,6 +199,8 @@ const SEGMENT_NAME: &std::ffi::CStr = c"snowflake_id";
 /// The floor writes' LWLock has a tranche of its own, so its waits show apart from the
 /// reservation's in `pg_stat_activity` (wait event `LWLock` / `snowflake_id_floor`).
 const FLOOR_WRITES_TRANCHE: &std::ffi::CStr = c"snowflake_id_floor";
+/// The extension directory's LWLock (`extension_directory.rs`), in a tranche of its own too.
+const DIRECTORY_TRANCHE: &std::ffi::CStr = c"snowflake_id_directory";
 /// PostgreSQL's `AddinShmemInitLock`, a C macro for `&MainLWLockArray[21].lock`
 /// (storage/lwlocklist.h: the same index in 15 to 18), which pgrx cannot bind.
 const ADDIN_SHMEM_INIT_LOCK: usize = 21;
@@ -249,6 +323,7 @@ unsafe extern "C-unwind" fn request_shared_memory() {
         pg_sys::RequestAddinShmemSpace(segment_size());
         pg_sys::RequestNamedLWLockTranche(SEGMENT_NAME.as_ptr(), 1);
         pg_sys::RequestNamedLWLockTranche(FLOOR_WRITES_TRANCHE.as_ptr(), 1);
+        pg_sys::RequestNamedLWLockTranche(DIRECTORY_TRANCHE.as_ptr(), 1);
     }
 }
 
@@ -274,11 +349,12 @@ unsafe extern "C-unwind" fn init_shared_memory() {
         .wrapping_add(raw.cast::<u8>().align_offset(ALIGNMENT))
         .cast::<SharedState>();
     if !found {
-        // SAFETY: both tranches were requested in `request_shared_memory`, one lock each.
+        // SAFETY: the three tranches were requested in `request_shared_memory`, one lock each.
         let locks = unsafe {
             (
                 &raw mut (*pg_sys::GetNamedLWLockTranche(SEGMENT_NAME.as_ptr())).lock,
                 &raw mut (*pg_sys::GetNamedLWLockTranche(FLOOR_WRITES_TRANCHE.as_ptr())).lock,
+                &raw mut (*pg_sys::GetNamedLWLockTranche(DIRECTORY_TRANCHE.as_ptr())).lock,
             )
         };
         let state = new_shared_state(locks);
@@ -303,11 +379,15 @@ unsafe extern "C-unwind" fn init_shared_memory() {
 }
 
 /// The shared state of a server starting (the postmaster's start or a crash restart), with its
-/// two LWLocks (the reservation's, the floor writes'): a restart (clean or after a crash)
+/// three LWLocks (the reservation's, the floor writes', the directory's): a restart (clean or after a crash)
 /// continues after the persisted reservation, whatever the wall clock says now (docs/design.md
 /// §5).
 fn new_shared_state(
-    (reservation_lock, floor_writes_lock): (*mut pg_sys::LWLock, *mut pg_sys::LWLock),
+    (reservation_lock, floor_writes_lock, directory_lock): (
+        *mut pg_sys::LWLock,
+        *mut pg_sys::LWLock,
+        *mut pg_sys::LWLock,
+    ),
 ) -> SharedState {
     let file = reservation_file::read(Path::new(".")).map_err(|error| {
         pgrx::warning!("snowflake_id: the reservation file is unusable ({error}); IDs are refused");
@@ -333,6 +413,7 @@ fn new_shared_state(
             lock: AtomicPtr::new(floor_writes_lock),
             slots: std::array::from_fn(|_| FloorWriteSlot::empty()),
         },
+        directory: Directory::new(directory_lock),
         spaces: spaces(),
     }
 }

@@ -56,6 +56,8 @@ TARGET_DDL_RATIO = {"column": 1.2, "index": 1.5}  # with the extension against w
 TARGET_PER_ID = 250  # instructions per ID above the loop, set for PostgreSQL 15 only
 TARGET_PER_ID_MAJOR = 15
 
+# The first-ID server's reservation window (measure_first_ids).
+FIRST_ID_RESERVE_AHEAD = "1min"
 # callgrind --dump-before=pg_sleep writes the counts so far each time a statement calls it.
 MARKER = "SELECT pg_sleep(0);\n"
 SERVER_ERROR = re.compile(r"\b(ERROR|FATAL|PANIC): ")
@@ -220,9 +222,12 @@ def render(results):
         f"# Callgrind costs: PostgreSQL {results['server_version']}, snowflake_id "
         f"{results['extension_version']} (library sha256 {results['library_sha256'][:12]})",
         "",
-        "Instructions executed (callgrind's Ir; `k`: thousands). First ID: a `postgres --single` "
-        "backend running `SELECT f()` less one running `SELECT 1`, whole processes, median of "
-        f"{settings['first_id_reps']}. DDL: one server backend per database (the postmaster "
+        "Instructions executed (callgrind's Ir; `k`: thousands). First ID: a new connection's "
+        "backend (the postmaster under callgrind, after one connection that ran each function) "
+        "running `SELECT f()` less one running `SELECT 1`, whole processes, median of "
+        f"{settings['first_id_reps']}, with `snowflake_id.reserve_ahead = "
+        f"{FIRST_ID_RESERVE_AHEAD}` (the floor the first connection raised covers the others, "
+        "as nextval()'s WAL record covers 32 values). DDL: one server backend per database (the postmaster "
         "under callgrind: event triggers fire), instructions of the median pair of statements "
         f"of {settings['ddl_pairs']}, each pair on a table of its own, `(id bigint PRIMARY KEY "
         "DEFAULT snowflake_nextval(), v int)` with the extension and `(id bigint PRIMARY KEY, "
@@ -292,17 +297,20 @@ def single_user(cluster, database, script, out_file=None, options=(), timeout=18
 
 
 @contextlib.contextmanager
-def callgrind_server(cluster, out_dir):
+def callgrind_server(cluster, out_dir, settings=()):
     """The postmaster under callgrind, with every backend it forks (fork, no exec: they stay
-    under it); each process writes out_dir/server.<pid> at exit and a numbered dump at every
-    marker it runs. Stopped (fast, then immediate) whatever happens."""
+    under it), each counting from its start (a forked child would inherit the postmaster's
+    counts so far); each process writes out_dir/server.<pid> at exit and a numbered dump at
+    every marker it runs; `settings`: more `-c name=value` arguments. Stopped (fast, then
+    immediate) whatever happens."""
     log_path = cluster.dir / "callgrind-server.log"
     with open(log_path, "w") as server_log:
         process = subprocess.Popen(
-            ["valgrind", "--tool=callgrind", "--dump-before=pg_sleep", "--compress-strings=no",
+            ["valgrind", "--tool=callgrind", "--dump-before=pg_sleep",
+             "--zero-before=InitPostmasterChild", "--compress-strings=no",
              "--compress-pos=no", f"--callgrind-out-file={out_dir}/server.%p",
              str(cluster.bindir / "postgres"), "-D", str(cluster.data),
-             "-c", "shared_buffers=64MB"],
+             "-c", "shared_buffers=64MB", *settings],
             stdout=server_log, stderr=subprocess.STDOUT, **as_server_user())
     try:
         deadline = time.monotonic() + 180
@@ -399,25 +407,45 @@ def measure_ddl(cluster, out_dir, pairs, trigger_symbol):
 
 
 def measure_first_ids(cluster, out_dir, keys, reps):
-    """Per keyed database: the total instructions of each `postgres --single` run, `SELECT 1`
-    and each function's first call, `reps` runs each, alternating."""
+    """Per keyed database: the total instructions of new backends of the running server (the
+    postmaster under callgrind), one running `SELECT 1` and one per function's first call,
+    `reps` runs each, alternating. A connection that ran each once comes first, as on any
+    server that served a connection before: it sets hint bits, writes PostgreSQL's relcache
+    init file and fills what the server keeps for later backends (the extension's directory).
+    As `nextval()` writes WAL once per 32 values, the extension raises each database's floor
+    relation once per half `snowflake_id.reserve_ahead`: with the default 1 s, the slow
+    backends under callgrind would each make that write, which a server's connections share.
+    So the server runs with FIRST_ID_RESERVE_AHEAD, and the floor the warm-up connection wrote
+    covers the measured ones, as nextval()'s WAL record covers them."""
     statements = {"select_1": "SELECT 1;\n", **{key: f"SELECT {EXPR[key]};\n" for key in keys}}
     totals = {}
-    for count in KEYED_TABLE_COUNTS:
-        database = keyed_database(count)
-        # Unmeasured: the first call of each after the setup sets hint bits and writes pages
-        # that later runs find done.
-        single_user(cluster, database, "".join(statements.values()))
-        samples = defaultdict(list)
-        for rep in range(reps):
-            for key in rotated(list(statements), rep):
-                out_file = out_dir / f"first-{database}-{key}-{rep}.out"
-                single_user(cluster, database, statements[key], out_file)
-                samples[key].append(parse_callgrind(out_file)["total"])
-            log(f"first IDs in {database}, run {rep + 1}/{reps}: " + ", ".join(
-                f"{key} {values[-1]:,}" for key, values in samples.items()))
-        totals[database] = dict(samples)
+    settings = ["-c", f"snowflake_id.reserve_ahead={FIRST_ID_RESERVE_AHEAD}"]
+    with callgrind_server(cluster, out_dir, settings):
+        for count in KEYED_TABLE_COUNTS:
+            database = keyed_database(count)
+            psql(cluster, database, "".join(statements.values()))
+            samples = defaultdict(list)
+            for rep in range(reps):
+                for key in rotated(list(statements), rep):
+                    pid = psql(cluster, database,
+                               "SELECT pg_backend_pid();\n" + statements[key]).split()[0]
+                    samples[key].append(backend_total(out_dir, pid))
+                log(f"first IDs in {database}, run {rep + 1}/{reps}: " + ", ".join(
+                    f"{key} {values[-1]:,}" for key, values in samples.items()))
+            totals[database] = dict(samples)
     return totals
+
+
+def backend_total(out_dir, pid, timeout=120):
+    """The instructions of server backend `pid` from its fork to its exit: what callgrind wrote
+    when it exited (out_dir/server.<pid>), waited for."""
+    out_file = out_dir / f"server.{pid}"
+    deadline = time.monotonic() + timeout
+    while Path(f"/proc/{pid}").exists() or not out_file.exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"backend {pid} did not exit and write {out_file}")
+        time.sleep(0.1)
+    return parse_callgrind(out_file)["total"]
 
 
 def measure_per_id(cluster, out_dir, keys, n):

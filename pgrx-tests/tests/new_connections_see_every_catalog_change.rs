@@ -1,0 +1,215 @@
+//! A new connection's first ID takes the layout, the catalog table and the floor relations
+//! from the server's extension directory (src/extension_directory.rs), which earlier
+//! connections filled. Every change that removes or replaces what it holds reaches the next new
+//! connection: a sequence dropped (and created again with another layout), in a plain or a
+//! prepared transaction; the catalog table truncated; the extension dropped and created again.
+//! What a transaction made and rolled back never gets there. Each check runs in a connection of
+//! its own, after one that filled the directory.
+
+use snowflake_id_cluster_tests::{error_parts, Cluster};
+
+/// The first ID of `sequence` in a new connection, or its SQLSTATE.
+fn first_id(cluster: &Cluster, sequence: &str) -> Result<i64, String> {
+    cluster
+        .connect()
+        .query_one("SELECT snowflake_nextval($1)", &[&sequence])
+        .map(|row| row.get(0))
+        .map_err(|error| error_parts(&error).0)
+}
+
+/// An ID of the classic layout today is above 2^53; one of js53 below it.
+fn is_js53(id: i64) -> bool {
+    id < 1 << 53
+}
+
+#[test]
+fn a_sequence_dropped_and_created_again_reaches_new_connections() {
+    let cluster = Cluster::builder().start();
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute("CREATE EXTENSION snowflake_id; SELECT snowflake_create_sequence('orders')")
+        .unwrap();
+    assert!(!is_js53(first_id(&cluster, "orders").unwrap()));
+    assert!(!is_js53(first_id(&cluster, "orders").unwrap()));
+
+    admin
+        .batch_execute(
+            "BEGIN; SELECT snowflake_drop_sequence('orders');
+             SELECT snowflake_create_sequence('orders', preset => 'js53'); COMMIT;",
+        )
+        .unwrap();
+    let id = first_id(&cluster, "orders").unwrap();
+    assert!(is_js53(id), "{id} was made with the dropped layout");
+
+    admin
+        .batch_execute("SELECT snowflake_drop_sequence('orders')")
+        .unwrap();
+    assert_eq!(first_id(&cluster, "orders"), Err("42704".into()));
+    assert!(first_id(&cluster, "default").is_ok());
+}
+
+#[test]
+fn what_a_transaction_rolled_back_never_reaches_new_connections() {
+    let cluster = Cluster::builder().start();
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute("CREATE EXTENSION snowflake_id")
+        .unwrap();
+    assert!(first_id(&cluster, "default").is_ok());
+    // Its own first ID read the row it inserted; the row is gone with the transaction.
+    admin
+        .batch_execute(
+            "BEGIN; SELECT snowflake_create_sequence('ghost'); SELECT snowflake_nextval('ghost');
+             ROLLBACK;",
+        )
+        .unwrap();
+    assert_eq!(first_id(&cluster, "ghost"), Err("42704".into()));
+    // A drop rolled back keeps the sequence.
+    admin
+        .batch_execute("SELECT snowflake_create_sequence('kept')")
+        .unwrap();
+    admin
+        .batch_execute("BEGIN; SELECT snowflake_drop_sequence('kept'); ROLLBACK;")
+        .unwrap();
+    assert!(
+        first_id(&cluster, "kept").is_ok(),
+        "{:?}",
+        first_id(&cluster, "kept")
+    );
+}
+
+#[test]
+fn a_prepared_drop_reaches_new_connections_when_it_commits() {
+    let cluster = Cluster::builder()
+        .setting("max_prepared_transactions = 4")
+        .start();
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute("CREATE EXTENSION snowflake_id; SELECT snowflake_create_sequence('orders')")
+        .unwrap();
+    assert!(first_id(&cluster, "orders").is_ok());
+
+    admin
+        .batch_execute(
+            "BEGIN; SELECT snowflake_drop_sequence('orders');
+             PREPARE TRANSACTION 'drop_orders'",
+        )
+        .unwrap();
+    // Not committed: the sequence is still there for everybody.
+    assert!(first_id(&cluster, "orders").is_ok());
+    assert!(first_id(&cluster, "orders").is_ok());
+    // COMMIT PREPARED in another session, where no callback of the dropping one runs.
+    cluster
+        .connect()
+        .batch_execute("COMMIT PREPARED 'drop_orders'")
+        .unwrap();
+    assert_eq!(first_id(&cluster, "orders"), Err("42704".into()));
+
+    admin
+        .batch_execute("SELECT snowflake_create_sequence('orders', preset => 'js53')")
+        .unwrap();
+    assert!(is_js53(first_id(&cluster, "orders").unwrap()));
+    // A prepared drop rolled back keeps it.
+    admin
+        .batch_execute(
+            "BEGIN; SELECT snowflake_drop_sequence('orders');
+             PREPARE TRANSACTION 'keep_orders'",
+        )
+        .unwrap();
+    assert!(is_js53(first_id(&cluster, "orders").unwrap()));
+    admin
+        .batch_execute("ROLLBACK PREPARED 'keep_orders'")
+        .unwrap();
+    assert!(is_js53(first_id(&cluster, "orders").unwrap()));
+}
+
+#[test]
+fn a_truncated_catalog_and_a_new_extension_reach_new_connections() {
+    let cluster = Cluster::builder().start();
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute("CREATE EXTENSION snowflake_id; SELECT snowflake_create_sequence('orders')")
+        .unwrap();
+    assert!(first_id(&cluster, "orders").is_ok());
+
+    // A superuser's TRUNCATE, which no row trigger sees, then a row of another layout.
+    admin
+        .batch_execute(
+            "BEGIN;
+             TRUNCATE snowflake_id_internal.snowflake_sequence_catalog;
+             INSERT INTO snowflake_id_internal.snowflake_sequence_catalog
+               (name, preset, epoch, time_unit_us, time_bits, node_bits, worker_bits,
+                sequence_bits, gene_bits, created_at)
+             VALUES ('orders', 'js53', '2025-01-01 00:00:00+00', 10000, 38, 0, 7, 8, 0, now());
+             COMMIT;",
+        )
+        .unwrap();
+    let id = first_id(&cluster, "orders").unwrap();
+    assert!(is_js53(id), "{id} was made with the truncated layout");
+
+    admin
+        .batch_execute("DROP EXTENSION snowflake_id; CREATE EXTENSION snowflake_id")
+        .unwrap();
+    assert_eq!(first_id(&cluster, "orders"), Err("42704".into()));
+    assert!(first_id(&cluster, "default").is_ok());
+}
+
+#[test]
+fn more_sequences_and_databases_than_the_directory_holds_are_all_served() {
+    let cluster = Cluster::builder().start();
+    let mut admin = cluster.connect();
+    // The directory keeps 16 layouts a database: the 17th and later are read from the table.
+    let names: Vec<String> = (0..20).map(|n| format!("s{n}")).collect();
+    admin
+        .batch_execute("CREATE EXTENSION snowflake_id")
+        .unwrap();
+    for (n, name) in names.iter().enumerate() {
+        let preset = if n % 2 == 0 { "js53" } else { "classic" };
+        admin
+            .execute(
+                "SELECT snowflake_create_sequence($1, preset => $2)",
+                &[name, &preset],
+            )
+            .unwrap();
+    }
+    for round in 0..2 {
+        for (n, name) in names.iter().enumerate() {
+            let id = first_id(&cluster, name).unwrap();
+            assert_eq!(is_js53(id), n % 2 == 0, "{name}, round {round}: {id}");
+        }
+    }
+    // The directory keeps 64 databases: 66 take turns in its entries. Copies of one template
+    // have the same OIDs (catalog table, floor relations): entries are per database.
+    admin.batch_execute("CREATE DATABASE shop").unwrap();
+    cluster
+        .connect_to("shop")
+        .batch_execute(
+            "CREATE EXTENSION snowflake_id;
+             SELECT snowflake_create_sequence('orders', preset => 'js53');",
+        )
+        .unwrap();
+    for n in 0..66 {
+        admin
+            .batch_execute(&format!("CREATE DATABASE d{n} TEMPLATE shop"))
+            .unwrap();
+        if n % 2 == 1 {
+            cluster
+                .connect_to(&format!("d{n}"))
+                .batch_execute("SELECT snowflake_drop_sequence('orders')")
+                .unwrap();
+        }
+    }
+    for round in 0..2 {
+        for n in 0..66 {
+            let result = cluster
+                .connect_to(&format!("d{n}"))
+                .query_one("SELECT snowflake_nextval('orders')", &[])
+                .map(|row| row.get::<_, i64>(0))
+                .map_err(|error| error_parts(&error).0);
+            match n % 2 {
+                0 => assert!(is_js53(result.unwrap()), "d{n}, round {round}"),
+                _ => assert_eq!(result, Err("42704".into()), "d{n}, round {round}"),
+            }
+        }
+    }
+}

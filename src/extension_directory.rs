@@ -1,0 +1,347 @@
+//! This server's directory of its databases' extensions, in shared memory (docs/design.md §6,
+//! "A new connection's first ID"): where each database's catalog table and floor relations are,
+//! and the layouts of its sequences. A new connection's first ID finds them here and opens
+//! neither `pg_extension` nor the catalog table (whose relcache entry alone, with its guard
+//! trigger, costs more than a whole `nextval()`); a backend that finds nothing here, or nothing
+//! it may trust, looks them up in the catalogs (`catalog.rs`, `database_floor.rs`) and leaves
+//! what it found for the next one.
+//!
+//! An entry is trusted only while both of these hold (checked before each use):
+//! - The directory's generation is the one its lookups began at. Every transaction that
+//!   deletes a catalog row (`snowflake_drop_sequence`, the Citus one) bumps the generation once
+//!   its commit is visible (`forget_at_commit`), and a lookup reads the generation before it
+//!   takes the catalog snapshot it reads with: a lookup that could still see a deleted row read
+//!   the generation before the bump, so what it leaves is never trusted after it. A deleting
+//!   transaction that is prepared (two-phase commit, as Citus runs its workers' part) commits
+//!   in another session, where no callback of ours runs: from its `PREPARE` until it is no
+//!   longer in progress nothing of its database is trusted or left here, and the first lookup
+//!   after that bumps the generation.
+//! - The floor relation it names is still a sequence in the schema it was in: the relation
+//!   every first ID reads anyway (`database_floor.rs`), opened here first, so the check costs
+//!   nothing more. `DROP EXTENSION` drops it (and OIDs are not reused before the counter wraps
+//!   around), so an extension created again is looked up again.
+//!
+//! The catalog table loses rows in two ways, and both bump the generation: a deletion
+//! (`delete_sequence`, the only one its guard trigger lets through) and a superuser's
+//! `TRUNCATE` (row triggers do not fire for it; the object access hook sees it).
+//!
+//! Rows of this backend's own transaction are never left here: they are not committed.
+
+use std::sync::atomic::Ordering;
+
+use once_cell::sync::OnceCell;
+use pgrx::callbacks::{register_xact_callback, PgXactCallbackEvent};
+use pgrx::prelude::*;
+use snowflake_id_core::layout::Layout;
+
+use crate::catalog::{self, CatalogTable, RowVersion, MAX_NAME_BYTES};
+use crate::shared_memory::{
+    self, with_lwlock, Directory, DirectoryEntry, FloorRelations, NamedLayout, DIRECTORY_DATABASES,
+    DIRECTORY_LAYOUTS,
+};
+
+impl NamedLayout {
+    fn name(&self) -> &[u8] {
+        &self.name[..usize::from(self.length)]
+    }
+}
+
+impl Directory {
+    /// `read` of this database's entry, when it is trusted (see the module's comment).
+    fn trusted<T>(&self, read: impl FnOnce(&DirectoryEntry) -> Option<T>) -> Option<T> {
+        if !self.settled() {
+            return None;
+        }
+        let generation = self.generation.load(Ordering::Acquire);
+        let database = this_database();
+        let (floor, found) = with_lwlock(&self.lock, pg_sys::LWLockMode::LW_SHARED, || {
+            // SAFETY: entries are read under the lock held shared and written under it held
+            // exclusively, so no write is under way.
+            let entries = unsafe { &*self.entries.get() };
+            let entry = entries
+                .iter()
+                .flatten()
+                .find(|entry| entry.database == database && entry.generation == generation)?;
+            Some((entry.floor?, read(entry)?))
+        })?;
+        // Outside the lock: opening a relation may wait for its lock and read pg_class.
+        floor_is_in_place(floor).then_some(found)
+    }
+
+    /// Writes into this database's entry what lookups that began at `generation` found in the
+    /// extension whose catalog table is `catalog`: `fill` on the entry, made anew when it
+    /// holds another generation or another extension. Nothing when the generation moved since.
+    fn remember(
+        &self,
+        generation: u64,
+        catalog: &CatalogTable,
+        fill: impl FnOnce(&mut DirectoryEntry),
+    ) {
+        let database = this_database();
+        with_lwlock(&self.lock, pg_sys::LWLockMode::LW_EXCLUSIVE, || {
+            let current = self.generation.load(Ordering::Acquire);
+            if current != generation {
+                return;
+            }
+            // SAFETY: the lock is held exclusively: no other reference to the entries exists.
+            let entries = unsafe { &mut *self.entries.get() };
+            let slot = entries
+                .iter()
+                .position(|entry| entry.is_some_and(|entry| entry.database == database))
+                .or_else(|| entries.iter().position(Option::is_none))
+                .or_else(|| {
+                    entries
+                        .iter()
+                        .position(|entry| entry.is_some_and(|entry| entry.generation != current))
+                })
+                .unwrap_or(database.to_u32() as usize % DIRECTORY_DATABASES);
+            let entry = match &mut entries[slot] {
+                Some(entry)
+                    if entry.database == database
+                        && entry.generation == generation
+                        && entry.catalog.oid() == catalog.oid() =>
+                {
+                    entry
+                }
+                slot => slot.insert(DirectoryEntry {
+                    database,
+                    generation,
+                    catalog: *catalog,
+                    floor: None,
+                    layouts: [None; DIRECTORY_LAYOUTS],
+                }),
+            };
+            fill(entry);
+        });
+    }
+
+    /// Where a lookup that may be left here begins: the generation now, then a new catalog
+    /// snapshot, so that the lookup sees every deletion whose commit bumped the generation
+    /// before it was read.
+    fn begin_lookup(&self) -> Option<u64> {
+        if !self.settled() {
+            return None;
+        }
+        let generation = self.generation.load(Ordering::Acquire);
+        // SAFETY: drops this backend's catalog snapshot; the next catalog read takes a new one
+        // (scans under way hold registered copies of theirs).
+        unsafe { pg_sys::InvalidateCatalogSnapshot() };
+        Some(generation)
+    }
+
+    /// Whether no prepared deletion of this database is pending; one that ended (committed or
+    /// rolled back) since is forgotten, and bumps the generation.
+    fn settled(&self) -> bool {
+        if self.overflowed.load(Ordering::Acquire) {
+            return false;
+        }
+        let database = u64::from(this_database().to_u32());
+        self.prepared.iter().all(|slot| {
+            let held = slot.load(Ordering::Acquire);
+            if held == 0 || held >> 32 != database {
+                return true;
+            }
+            let xid = pg_sys::TransactionId::from_inner(held as u32);
+            // SAFETY: asks the proc array about a transaction id; a prepared transaction is in
+            // progress until COMMIT PREPARED or ROLLBACK PREPARED ends it.
+            if unsafe { pg_sys::TransactionIdIsInProgress(xid) } {
+                return false;
+            }
+            if slot
+                .compare_exchange(held, 0, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                self.generation.fetch_add(1, Ordering::AcqRel);
+            }
+            true
+        })
+    }
+
+    /// Follows this transaction, about to be prepared, until it ends (see `settled`).
+    fn hold_until_ended(&self) {
+        // SAFETY: plain reads of this backend's database and transaction id (assigned: it
+        // deleted a row).
+        let xid = unsafe { pg_sys::GetTopTransactionIdIfAny() }.into_inner();
+        let held = u64::from(this_database().to_u32()) << 32 | u64::from(xid);
+        let noted = self.prepared.iter().any(|slot| {
+            slot.compare_exchange(0, held, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        });
+        if !noted {
+            self.overflowed.store(true, Ordering::Release);
+        }
+    }
+}
+
+/// This database's catalog table: from the directory, else found (`catalog::locate`, 42704
+/// when the extension is not installed) and left there.
+pub fn catalog_table() -> CatalogTable {
+    let directory = &shared_memory::state().directory;
+    if let Some(catalog) = directory.trusted(|entry| Some(entry.catalog)) {
+        return catalog;
+    }
+    let generation = directory.begin_lookup();
+    let catalog = catalog::locate();
+    if let Some(generation) = generation {
+        directory.remember(generation, &catalog, |_| {});
+    }
+    catalog
+}
+
+/// Sequence `name`'s layout and catalog row in `catalog`: from the directory, else read
+/// (`catalog::load_layout`, None when there is no such sequence) and left there when a
+/// committed transaction inserted the row.
+pub fn layout(catalog: &CatalogTable, name: &str) -> Option<(Layout, RowVersion)> {
+    let directory = &shared_memory::state().directory;
+    let found = directory.trusted(|entry| {
+        let layouts = (entry.catalog.oid() == catalog.oid()).then_some(&entry.layouts)?;
+        let stored = layouts
+            .iter()
+            .flatten()
+            .find(|l| l.name() == name.as_bytes())?;
+        Some((stored.layout, stored.row))
+    });
+    if found.is_some() {
+        return found;
+    }
+    let generation = directory.begin_lookup();
+    let (layout, row) = catalog::load_layout(catalog, name)?;
+    if let (Some(generation), false) = (generation, row.inserted_by_this_transaction()) {
+        directory.remember(generation, catalog, |entry| {
+            let known = entry
+                .layouts
+                .iter()
+                .flatten()
+                .any(|l| l.name() == name.as_bytes());
+            let free = entry.layouts.iter_mut().find(|l| l.is_none());
+            if let (false, true, Some(free)) = (known, catalog::name_fits(name), free) {
+                let mut stored = NamedLayout {
+                    name: [0; MAX_NAME_BYTES],
+                    length: name.len() as u8,
+                    layout,
+                    row,
+                };
+                stored.name[..name.len()].copy_from_slice(name.as_bytes());
+                *free = Some(stored);
+            }
+        });
+    }
+    Some((layout, row))
+}
+
+/// The floor relations of the extension whose catalog table is `catalog`: from the directory,
+/// else `look_up` (None where the extension predates them, which is not left here: its update
+/// creates them).
+pub fn floor_relations(
+    catalog: &CatalogTable,
+    look_up: impl FnOnce() -> Option<FloorRelations>,
+) -> Option<FloorRelations> {
+    let directory = &shared_memory::state().directory;
+    let known = directory.trusted(|entry| {
+        (entry.catalog.oid() == catalog.oid())
+            .then_some(entry.floor)
+            .flatten()
+            .map(|(relations, _)| relations)
+    });
+    if known.is_some() {
+        return known;
+    }
+    let generation = directory.begin_lookup();
+    let found = look_up()?;
+    if let Some(generation) = generation {
+        // SAFETY: a syscache lookup of a relation `look_up` found (and locked) just now.
+        let namespace = unsafe { pg_sys::get_rel_namespace(found.floor) };
+        directory.remember(generation, catalog, |entry| {
+            entry.floor = Some((found, namespace))
+        });
+    }
+    Some(found)
+}
+
+/// Drops sequence `name` from `catalog` (`catalog::delete`); returns whether it existed
+/// (`forget_at_commit`).
+pub fn delete_sequence(catalog: &CatalogTable, name: &str) -> bool {
+    let deleted = catalog::delete(catalog, name);
+    if deleted {
+        forget_at_commit();
+    }
+    deleted
+}
+
+static PREVIOUS_OBJECT_ACCESS_HOOK: OnceCell<pg_sys::object_access_hook_type> = OnceCell::new();
+
+/// Installs the object access hook that sees a `TRUNCATE` of the extension's state (from
+/// `_PG_init`, while preloading).
+pub fn install_hook() {
+    // SAFETY: `_PG_init` runs once per process before any query; the previous hook is kept and
+    // called, so other extensions' hooks keep working.
+    unsafe {
+        PREVIOUS_OBJECT_ACCESS_HOOK.get_or_init(|| pg_sys::object_access_hook);
+        pg_sys::object_access_hook = Some(on_object_access);
+    }
+}
+
+/// A `TRUNCATE` of a relation in the extension's own schema (where only superusers create
+/// anything: the catalog table and the floor relations) bumps the generation at its commit.
+#[pg_guard]
+unsafe extern "C-unwind" fn on_object_access(
+    access: pg_sys::ObjectAccessType::Type,
+    class: pg_sys::Oid,
+    object: pg_sys::Oid,
+    sub_id: std::ffi::c_int,
+    argument: *mut std::ffi::c_void,
+) {
+    if access == pg_sys::ObjectAccessType::OAT_TRUNCATE {
+        // SAFETY: syscache lookups of a relation being truncated and of a schema name.
+        let internal = unsafe {
+            pg_sys::get_rel_namespace(object)
+                == pg_sys::get_namespace_oid(catalog::INTERNAL_SCHEMA.as_ptr(), true)
+        };
+        if internal {
+            forget_at_commit();
+        }
+    }
+    if let Some(previous) = PREVIOUS_OBJECT_ACCESS_HOOK.get().copied().flatten() {
+        // SAFETY: the hook installed before ours, called with the arguments we were given.
+        unsafe { previous(access, class, object, sub_id, argument) };
+    }
+}
+
+/// This transaction removed catalog rows: the directory's generation is bumped once its commit
+/// is visible, or, when it is prepared, once it ended (`Directory::settled`).
+fn forget_at_commit() {
+    register_xact_callback(PgXactCallbackEvent::Commit, || {
+        if let Some(shared) = shared_memory::try_state() {
+            shared.directory.generation.fetch_add(1, Ordering::AcqRel);
+        }
+    });
+    register_xact_callback(PgXactCallbackEvent::PrePrepare, || {
+        if let Some(shared) = shared_memory::try_state() {
+            shared.directory.hold_until_ended();
+        }
+    });
+}
+
+/// Whether the floor relation of an entry, with the schema it was found in, is still a
+/// sequence there. It stays open (locked for reading to the end of the transaction), as the
+/// first ID's read of it needs.
+fn floor_is_in_place((relations, namespace): (FloorRelations, pg_sys::Oid)) -> bool {
+    // SAFETY: opens a relation by OID inside a transaction (null when it no longer exists) and
+    // reads its pg_class row from the relcache entry before closing it; the lock is kept.
+    unsafe {
+        let opened = pg_sys::try_relation_open(relations.floor, catalog::ACCESS_SHARE);
+        if opened.is_null() {
+            return false;
+        }
+        let class = &*(*opened).rd_rel;
+        let in_place =
+            class.relkind as u8 == pg_sys::RELKIND_SEQUENCE && class.relnamespace == namespace;
+        pg_sys::relation_close(opened, pg_sys::NoLock as pg_sys::LOCKMODE);
+        in_place
+    }
+}
+
+fn this_database() -> pg_sys::Oid {
+    // SAFETY: a backend-local value set when the backend connected to its database.
+    unsafe { pg_sys::MyDatabaseId }
+}
