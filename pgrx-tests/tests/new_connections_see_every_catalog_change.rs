@@ -6,7 +6,20 @@
 //! What a transaction made and rolled back never gets there. Each check runs in a connection of
 //! its own, after one that filled the directory.
 
-use snowflake_id_cluster_tests::{error_parts, Cluster};
+use snowflake_id_cluster_tests::{error_parts, Client, Cluster, ClusterBuilder};
+
+/// `builder`'s cluster, started, with the extension created and `setup` run, and the
+/// connection that ran them; a new connection took a first ID of `used` (and filled the
+/// directory).
+fn filled(builder: ClusterBuilder, setup: &str, used: &str) -> (Cluster, Client) {
+    let cluster = builder.start();
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute(&format!("CREATE EXTENSION snowflake_id; {setup}"))
+        .unwrap();
+    assert!(first_id(&cluster, used).is_ok());
+    (cluster, admin)
+}
 
 /// The first ID of `sequence` in a new connection, or its SQLSTATE.
 fn first_id(cluster: &Cluster, sequence: &str) -> Result<i64, String> {
@@ -17,6 +30,19 @@ fn first_id(cluster: &Cluster, sequence: &str) -> Result<i64, String> {
         .map_err(|error| error_parts(&error).0)
 }
 
+/// After `change`, a new connection finds no sequence "orders" and still serves `'default'`.
+fn orders_gone_after(cluster: &Cluster, admin: &mut Client, change: &str) {
+    admin.batch_execute(change).unwrap();
+    assert_eq!(first_id(cluster, "orders"), Err("42704".into()));
+    assert!(first_id(cluster, "default").is_ok());
+}
+
+/// A new connection's first ID of "orders" is of the js53 layout, not of `replaced`.
+fn assert_js53(cluster: &Cluster, replaced: &str) {
+    let id = first_id(cluster, "orders").unwrap();
+    assert!(is_js53(id), "{id} was made with {replaced}");
+}
+
 /// An ID of the classic layout today is above 2^53; one of js53 below it.
 fn is_js53(id: i64) -> bool {
     id < 1 << 53
@@ -24,12 +50,11 @@ fn is_js53(id: i64) -> bool {
 
 #[test]
 fn a_sequence_dropped_and_created_again_reaches_new_connections() {
-    let cluster = Cluster::builder().start();
-    let mut admin = cluster.connect();
-    admin
-        .batch_execute("CREATE EXTENSION snowflake_id; SELECT snowflake_create_sequence('orders')")
-        .unwrap();
-    assert!(!is_js53(first_id(&cluster, "orders").unwrap()));
+    let (cluster, mut admin) = filled(
+        Cluster::builder(),
+        "SELECT snowflake_create_sequence('orders')",
+        "orders",
+    );
     assert!(!is_js53(first_id(&cluster, "orders").unwrap()));
 
     admin
@@ -38,24 +63,18 @@ fn a_sequence_dropped_and_created_again_reaches_new_connections() {
              SELECT snowflake_create_sequence('orders', preset => 'js53'); COMMIT;",
         )
         .unwrap();
-    let id = first_id(&cluster, "orders").unwrap();
-    assert!(is_js53(id), "{id} was made with the dropped layout");
+    assert_js53(&cluster, "the dropped layout");
 
-    admin
-        .batch_execute("SELECT snowflake_drop_sequence('orders')")
-        .unwrap();
-    assert_eq!(first_id(&cluster, "orders"), Err("42704".into()));
-    assert!(first_id(&cluster, "default").is_ok());
+    orders_gone_after(
+        &cluster,
+        &mut admin,
+        "SELECT snowflake_drop_sequence('orders')",
+    );
 }
 
 #[test]
 fn what_a_transaction_rolled_back_never_reaches_new_connections() {
-    let cluster = Cluster::builder().start();
-    let mut admin = cluster.connect();
-    admin
-        .batch_execute("CREATE EXTENSION snowflake_id")
-        .unwrap();
-    assert!(first_id(&cluster, "default").is_ok());
+    let (cluster, mut admin) = filled(Cluster::builder(), "", "default");
     // Its own first ID read the row it inserted; the row is gone with the transaction.
     admin
         .batch_execute(
@@ -80,14 +99,11 @@ fn what_a_transaction_rolled_back_never_reaches_new_connections() {
 
 #[test]
 fn a_prepared_drop_reaches_new_connections_when_it_commits() {
-    let cluster = Cluster::builder()
-        .setting("max_prepared_transactions = 4")
-        .start();
-    let mut admin = cluster.connect();
-    admin
-        .batch_execute("CREATE EXTENSION snowflake_id; SELECT snowflake_create_sequence('orders')")
-        .unwrap();
-    assert!(first_id(&cluster, "orders").is_ok());
+    let (cluster, mut admin) = filled(
+        Cluster::builder().setting("max_prepared_transactions = 4"),
+        "SELECT snowflake_create_sequence('orders')",
+        "orders",
+    );
 
     admin
         .batch_execute(
@@ -125,12 +141,11 @@ fn a_prepared_drop_reaches_new_connections_when_it_commits() {
 
 #[test]
 fn a_truncated_catalog_and_a_new_extension_reach_new_connections() {
-    let cluster = Cluster::builder().start();
-    let mut admin = cluster.connect();
-    admin
-        .batch_execute("CREATE EXTENSION snowflake_id; SELECT snowflake_create_sequence('orders')")
-        .unwrap();
-    assert!(first_id(&cluster, "orders").is_ok());
+    let (cluster, mut admin) = filled(
+        Cluster::builder(),
+        "SELECT snowflake_create_sequence('orders')",
+        "orders",
+    );
 
     // A superuser's TRUNCATE, which no row trigger sees, then a row of another layout.
     admin
@@ -144,25 +159,20 @@ fn a_truncated_catalog_and_a_new_extension_reach_new_connections() {
              COMMIT;",
         )
         .unwrap();
-    let id = first_id(&cluster, "orders").unwrap();
-    assert!(is_js53(id), "{id} was made with the truncated layout");
+    assert_js53(&cluster, "the truncated layout");
 
-    admin
-        .batch_execute("DROP EXTENSION snowflake_id; CREATE EXTENSION snowflake_id")
-        .unwrap();
-    assert_eq!(first_id(&cluster, "orders"), Err("42704".into()));
-    assert!(first_id(&cluster, "default").is_ok());
+    orders_gone_after(
+        &cluster,
+        &mut admin,
+        "DROP EXTENSION snowflake_id; CREATE EXTENSION snowflake_id",
+    );
 }
 
 #[test]
 fn more_sequences_and_databases_than_the_directory_holds_are_all_served() {
-    let cluster = Cluster::builder().start();
-    let mut admin = cluster.connect();
+    let (cluster, mut admin) = filled(Cluster::builder(), "", "default");
     // The directory keeps 16 layouts a database: the 17th and later are read from the table.
     let names: Vec<String> = (0..20).map(|n| format!("s{n}")).collect();
-    admin
-        .batch_execute("CREATE EXTENSION snowflake_id")
-        .unwrap();
     for (n, name) in names.iter().enumerate() {
         let preset = if n % 2 == 0 { "js53" } else { "classic" };
         admin
