@@ -615,8 +615,8 @@ pub extern "C" fn pg_finfo_snowflake_catalog_guard() -> &'static pg_sys::Pg_finf
     &VERSION_1
 }
 
-/// Deletes sequence `name`; returns whether it existed. Called only by
-/// `extension_directory::delete_sequence`, which tells the directory.
+/// Deletes sequence `name`; returns whether it existed (the extension directory sees the
+/// write, `extension_directory.rs`).
 pub fn delete(catalog: &CatalogTable, name: &str) -> bool {
     let query = format!(
         "DELETE FROM {} WHERE name OPERATOR(pg_catalog.=) $1",

@@ -8,11 +8,11 @@
 //!
 //! An entry is trusted only while both of these hold (checked before each use):
 //! - The directory's generation is the one its lookups began at. Every transaction that
-//!   deletes a catalog row (`snowflake_drop_sequence`, the Citus one) bumps the generation once
-//!   its commit is visible (`forget_at_commit`), and a lookup reads the generation before it
-//!   takes the catalog snapshot it reads with: a lookup that could still see a deleted row read
-//!   the generation before the bump, so what it leaves is never trusted after it. A deleting
-//!   transaction that is prepared (two-phase commit, as Citus runs its workers' part) commits
+//!   writes the extension's state (below) bumps the generation once its commit is visible
+//!   (`forget_at_commit`), and a lookup reads the generation before it takes the catalog
+//!   snapshot it reads with: a lookup that could still see a row as it was read the generation
+//!   before the bump, so what it leaves is never trusted after it. A writing transaction that
+//!   is prepared (two-phase commit, as Citus runs its workers' part) commits
 //!   in another session, where no callback of ours runs: from its `PREPARE` until it is no
 //!   longer in progress nothing of its database is trusted or left here, and the first lookup
 //!   after that bumps the generation.
@@ -21,9 +21,13 @@
 //!   nothing more. `DROP EXTENSION` drops it (and OIDs are not reused before the counter wraps
 //!   around), so an extension created again is looked up again.
 //!
-//! The catalog table loses rows in two ways, and both bump the generation: a deletion
-//! (`delete_sequence`, the only one its guard trigger lets through) and a superuser's
-//! `TRUNCATE` (row triggers do not fire for it; the object access hook sees it).
+//! Whatever changes the extension's state relations bumps the generation: an `INSERT`,
+//! `UPDATE`, `DELETE` or `MERGE` into a relation of `snowflake_id_internal` (the executor hook
+//! sees every plan that writes one, also a superuser's with its guard trigger off, and the
+//! extension's own `snowflake_drop_sequence`), and a `TRUNCATE` of one (the object access hook:
+//! no row trigger fires for it). Not seen: a superuser's logical replication into the catalog
+//! table (its apply worker starts no executor plan), whose first row, `'default'`, conflicts
+//! with the subscriber's own anyway.
 //!
 //! Rows of this backend's own transaction are never left here: they are not committed.
 
@@ -258,31 +262,23 @@ pub fn floor_relations(
     Some(found)
 }
 
-/// Drops sequence `name` from `catalog` (`catalog::delete`); returns whether it existed
-/// (`forget_at_commit`).
-pub fn delete_sequence(catalog: &CatalogTable, name: &str) -> bool {
-    let deleted = catalog::delete(catalog, name);
-    if deleted {
-        forget_at_commit();
-    }
-    deleted
-}
-
 static PREVIOUS_OBJECT_ACCESS_HOOK: OnceCell<pg_sys::object_access_hook_type> = OnceCell::new();
+static PREVIOUS_EXECUTOR_START_HOOK: OnceCell<pg_sys::ExecutorStart_hook_type> = OnceCell::new();
 
-/// Installs the object access hook that sees a `TRUNCATE` of the extension's state (from
-/// `_PG_init`, while preloading).
-pub fn install_hook() {
-    // SAFETY: `_PG_init` runs once per process before any query; the previous hook is kept and
-    // called, so other extensions' hooks keep working.
+/// Installs the hooks that see writes of the extension's state (from `_PG_init`, while
+/// preloading).
+pub fn install_hooks() {
+    // SAFETY: `_PG_init` runs once per process before any query; the previous hooks are kept
+    // and called, so other extensions' hooks keep working.
     unsafe {
         PREVIOUS_OBJECT_ACCESS_HOOK.get_or_init(|| pg_sys::object_access_hook);
         pg_sys::object_access_hook = Some(on_object_access);
+        PREVIOUS_EXECUTOR_START_HOOK.get_or_init(|| pg_sys::ExecutorStart_hook);
+        pg_sys::ExecutorStart_hook = Some(on_executor_start);
     }
 }
 
-/// A `TRUNCATE` of a relation in the extension's own schema (where only superusers create
-/// anything: the catalog table and the floor relations) bumps the generation at its commit.
+/// A `TRUNCATE` of a state relation bumps the generation at its commit.
 #[pg_guard]
 unsafe extern "C-unwind" fn on_object_access(
     access: pg_sys::ObjectAccessType::Type,
@@ -291,15 +287,8 @@ unsafe extern "C-unwind" fn on_object_access(
     sub_id: std::ffi::c_int,
     argument: *mut std::ffi::c_void,
 ) {
-    if access == pg_sys::ObjectAccessType::OAT_TRUNCATE {
-        // SAFETY: syscache lookups of a relation being truncated and of a schema name.
-        let internal = unsafe {
-            pg_sys::get_rel_namespace(object)
-                == pg_sys::get_namespace_oid(catalog::INTERNAL_SCHEMA.as_ptr(), true)
-        };
-        if internal {
-            forget_at_commit();
-        }
+    if access == pg_sys::ObjectAccessType::OAT_TRUNCATE && is_state_relation(object) {
+        forget_at_commit();
     }
     if let Some(previous) = PREVIOUS_OBJECT_ACCESS_HOOK.get().copied().flatten() {
         // SAFETY: the hook installed before ours, called with the arguments we were given.
@@ -307,8 +296,47 @@ unsafe extern "C-unwind" fn on_object_access(
     }
 }
 
-/// This transaction removed catalog rows: the directory's generation is bumped once its commit
-/// is visible, or, when it is prepared, once it ended (`Directory::settled`).
+/// A plan that writes a state relation (its result relations, data-modifying CTEs included)
+/// bumps the generation at its commit.
+#[pg_guard]
+unsafe extern "C-unwind" fn on_executor_start(
+    query: *mut pg_sys::QueryDesc,
+    flags: std::ffi::c_int,
+) {
+    // SAFETY: the executor's query descriptor, valid for the call; its plan's result relation
+    // list holds range table indexes (from 1) into its range table.
+    let writes_state = unsafe {
+        let plan = (*query).plannedstmt;
+        let results = (*plan).resultRelations;
+        (0..pg_sys::list_length(results)).any(|position| {
+            let index = pg_sys::list_nth_int(results, position);
+            let entry = pg_sys::list_nth((*plan).rtable, index - 1).cast::<pg_sys::RangeTblEntry>();
+            is_state_relation((*entry).relid)
+        })
+    };
+    if writes_state {
+        forget_at_commit();
+    }
+    match PREVIOUS_EXECUTOR_START_HOOK.get().copied().flatten() {
+        // SAFETY: the hook installed before ours, or PostgreSQL's own, with our arguments.
+        Some(previous) => unsafe { previous(query, flags) },
+        None => unsafe { pg_sys::standard_ExecutorStart(query, flags) },
+    }
+}
+
+/// Whether `relation` is in the extension's own schema, where only superusers create anything:
+/// the catalog table and the floor relations.
+fn is_state_relation(relation: pg_sys::Oid) -> bool {
+    // SAFETY: syscache lookups of a relation and of a schema name, inside a transaction.
+    unsafe {
+        let namespace = pg_sys::get_rel_namespace(relation);
+        namespace != pg_sys::InvalidOid
+            && namespace == pg_sys::get_namespace_oid(catalog::INTERNAL_SCHEMA.as_ptr(), true)
+    }
+}
+
+/// This transaction wrote the extension's state: the directory's generation is bumped once its
+/// commit is visible, or, when it is prepared, once it ended (`Directory::settled`).
 fn forget_at_commit() {
     register_xact_callback(PgXactCallbackEvent::Commit, || {
         if let Some(shared) = shared_memory::try_state() {

@@ -70,7 +70,7 @@ pub extern "C-unwind" fn _PG_init() {
     shared_memory::install_hooks(reservation::write_floor_at_shutdown);
     citus::install_hooks();
     maintenance::install_hook();
-    extension_directory::install_hook();
+    extension_directory::install_hooks();
     reservation_worker::register();
 }
 

@@ -13,7 +13,6 @@ use crate::backend;
 use crate::catalog;
 use crate::citus;
 use crate::errors;
-use crate::extension_directory;
 use crate::gucs;
 use crate::privileges::{self, Caller};
 use crate::shared_memory;
@@ -266,7 +265,7 @@ fn snowflake_drop_sequence(name: &str) {
     citus.refuse_on_worker("snowflake_drop_sequence", name);
     let catalog = backend::catalog_table();
     privileges::as_owner(catalog.owner(), || {
-        if !extension_directory::delete_sequence(&catalog, name) {
+        if !catalog::delete(&catalog, name) {
             errors::sequence_not_found(name, &catalog.extension_schema()).raise();
         }
         citus.propagate_drop(name);
@@ -352,7 +351,7 @@ fn snowflake_citus_receive_sequence(
 fn snowflake_citus_forget_sequence(name: &str) {
     privileges::require(Caller::Superuser, "snowflake_citus_forget_sequence");
     shared_memory::require_preloaded();
-    extension_directory::delete_sequence(&backend::catalog_table(), name);
+    catalog::delete(&backend::catalog_table(), name);
 }
 
 /// One row per worker id in use; the `snowflake_workers` view names the database. The first

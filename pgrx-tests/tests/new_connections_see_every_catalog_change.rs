@@ -2,7 +2,9 @@
 //! from the server's extension directory (src/extension_directory.rs), which earlier
 //! connections filled. Every change that removes or replaces what it holds reaches the next new
 //! connection: a sequence dropped (and created again with another layout), in a plain or a
-//! prepared transaction; the catalog table truncated; the extension dropped and created again.
+//! prepared transaction; rows deleted by a superuser with the guard trigger off, or truncated;
+//! the extension dropped and created again (a row updated past the guard is refused by the next
+//! read: state_out_of_reach.rs).
 //! What a transaction made and rolled back never gets there. Each check runs in a connection of
 //! its own, after one that filled the directory.
 
@@ -140,12 +142,26 @@ fn a_prepared_drop_reaches_new_connections_when_it_commits() {
 }
 
 #[test]
-fn a_truncated_catalog_and_a_new_extension_reach_new_connections() {
+fn rows_removed_past_the_guard_and_a_new_extension_reach_new_connections() {
     let (cluster, mut admin) = filled(
         Cluster::builder(),
         "SELECT snowflake_create_sequence('orders')",
         "orders",
     );
+
+    // A superuser's DELETE with the guard trigger off.
+    admin
+        .batch_execute(
+            "SET session_replication_role = replica;
+             DELETE FROM snowflake_id_internal.snowflake_sequence_catalog WHERE name = 'orders';
+             RESET session_replication_role;",
+        )
+        .unwrap();
+    assert_eq!(first_id(&cluster, "orders"), Err("42704".into()));
+    admin
+        .batch_execute("SELECT snowflake_create_sequence('orders')")
+        .unwrap();
+    assert!(!is_js53(first_id(&cluster, "orders").unwrap()));
 
     // A superuser's TRUNCATE, which no row trigger sees, then a row of another layout.
     admin
