@@ -146,7 +146,6 @@ pub fn next_id(name: &[u8], gene: Option<i64>) -> i64 {
         } = backend;
         // Looked up once: the gene check needs the layout before a worker id is taken.
         let (catalog, entry) = sequences.entry_and_catalog(name);
-        floor.follow(catalog);
         let Entry { layout, state, .. } = entry;
         let gene = match gene {
             None => 0,
@@ -157,6 +156,9 @@ pub fn next_id(name: &[u8], gene: Option<i64>) -> i64 {
         let issuer = match state {
             Some(issuer) => issuer,
             state => {
+                // Every issuer is made anew after the catalog changed (another extension has
+                // other rows), so the floor follows the catalog table here, not at each ID.
+                floor.follow(catalog);
                 let attachment = attachment_for(worker_ids, shared, layout);
                 state.insert(new_issuer(
                     name,

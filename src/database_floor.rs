@@ -73,8 +73,8 @@ pub struct DatabaseFloor {
     /// updated): looked up again before each tick until the update creates them.
     relations: Option<FloorRelations>,
     /// Whether the writer relation names this cluster and timeline, as this backend last read or
-    /// wrote it.
-    ours: bool,
+    /// wrote it; None when its last read of the floor did not read it (see `read`).
+    ours: Option<bool>,
     /// What this backend knows of the relation.
     view: FloorView,
 }
@@ -84,7 +84,7 @@ impl DatabaseFloor {
         DatabaseFloor {
             catalog: None,
             relations: None,
-            ours: false,
+            ours: None,
             view: FloorView::NEW,
         }
     }
@@ -206,8 +206,8 @@ impl DatabaseFloor {
 struct InDatabase<'a> {
     relations: &'a mut FloorRelations,
     /// Whether the writer relation names this cluster and timeline, as this backend last read or
-    /// wrote it.
-    ours: &'a mut bool,
+    /// wrote it; None when its last read of the floor did not read it (see `read`).
+    ours: &'a mut Option<bool>,
     shared: &'a SharedState,
 }
 
@@ -221,11 +221,13 @@ impl FloorRelation for InDatabase<'_> {
 
     /// The value and whether this server's newest write set it, under the floor writes' lock
     /// (shared; writes hold it exclusively around their setval and slot), so that a write
-    /// finishing in between is not taken for somebody else's.
+    /// finishing in between is not taken for somebody else's. The writer relation is read only
+    /// when it is not: what it says counts for nothing about a value this server set
+    /// (`FloorView::read`), and a new connection's first ID then builds no relcache entry for
+    /// it; a raise reads it if it must (`raise`).
     fn read(&mut self) -> (LoggedValue, Provenance) {
-        // The owners may have changed since the lookup (REASSIGN OWNED, ALTER ROLE), which
-        // the extension directory may have made in another session: checked at every read.
-        trusted_owner(self.relations.writer);
+        // The owner may have changed since the lookup (REASSIGN OWNED, ALTER ROLE), which the
+        // extension directory may have made in another session: checked at every read.
         self.relations.owner = trusted_owner(self.relations.floor);
         let relations = *self.relations;
         // The relation locks first, so that nothing waits for one while holding the LWLock.
@@ -235,10 +237,13 @@ impl FloorRelation for InDatabase<'_> {
             let current = relations.current();
             (current, recent.before(&relations, current))
         });
-        *self.ours = relations.value(relations.writer) == Some(this_cluster());
+        *self.ours = set_by_this_server
+            .is_none()
+            .then(|| relations.writer_names_this_cluster());
         let from = Provenance {
             set_by_this_server,
-            writer_is_this_cluster: *self.ours,
+            // When unread, what it would say is ignored (this server set the value).
+            writer_is_this_cluster: self.ours.unwrap_or(true),
             started_without_reservation: self.shared.started_without_reservation(),
         };
         (current, from)
@@ -279,17 +284,21 @@ impl FloorRelation for InDatabase<'_> {
     fn raise(&mut self, value: i64, read_at: PageLsn) -> Option<LoggedValue> {
         let relations = *self.relations;
         relations.lock_relations();
+        // Read before the LWLock, as `read` would have: its relcache entry may be built now.
+        let ours = *self
+            .ours
+            .get_or_insert_with(|| relations.writer_names_this_cluster());
         let recent = &self.shared.floor_writes;
         recent.exclusive(|| {
             let current = relations.current();
             if relations.floor_page_lsn() != Some(read_at) || current.value >= value {
                 return None;
             }
-            if !*self.ours {
+            if !ours {
                 // The writer first: a value that is not ours stays covered by the floor it
                 // raised.
                 relations.set(relations.writer, this_cluster());
-                *self.ours = true;
+                *self.ours = Some(true);
             }
             relations.set(relations.floor, value);
             let written = LoggedValue {
@@ -416,6 +425,13 @@ impl FloorRelations {
             value: value.unwrap_or(i64::MIN),
             lsn: lsn.min(flushable_insert_position()),
         }
+    }
+
+    /// Whether the writer relation names this cluster and its timeline, read now (its owner
+    /// checked first: 55000 for one that is not a superuser).
+    fn writer_names_this_cluster(&self) -> bool {
+        trusted_owner(self.writer);
+        self.value(self.writer) == Some(this_cluster())
     }
 
     /// Takes the relation locks a read or write needs before the floor writes' LWLock, so that

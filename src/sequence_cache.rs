@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use pgrx::prelude::*;
 use snowflake_id_core::layout::Layout;
+use snowflake_id_core::names::same_bytes;
 
 use crate::catalog::{CatalogTable, RowVersion};
 use crate::errors;
@@ -126,13 +127,6 @@ impl<S> SequenceCache<S> {
             }
         }
     }
-}
-
-/// Whether two names are the same bytes, compared in line: a sequence name is short, and a call
-/// of the C library's `bcmp` cost a twentieth of an ID.
-#[inline]
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// Finds the catalog table (in the extension directory, else in the catalogs) and starts

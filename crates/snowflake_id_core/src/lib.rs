@@ -17,6 +17,7 @@
 //!   the worker's renewal, raising the floor and a promotion's start, over traits the extension implements with PostgreSQL and
 //!   the model checker in memory (§5).
 //! - [`base32`]: the compact text form of an ID and its parser (§6).
+//! - [`names`]: the comparison of sequence names the ID hot path looks its sequence up with (§6).
 //! - [`partitions`]: the ID ranges of time partitions (docs/partitioning.md).
 //!
 //! The functions on the ID hot path are `#[inline]`: the extension calls them across the crate
@@ -28,6 +29,7 @@ pub mod cluster_clock;
 pub mod floor;
 pub mod generator;
 pub mod layout;
+pub mod names;
 pub mod partitions;
 pub mod protocol;
 pub mod renewal;
