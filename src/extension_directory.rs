@@ -25,9 +25,10 @@
 //! `UPDATE`, `DELETE` or `MERGE` into a relation of `snowflake_id_internal` (the executor hook
 //! sees every plan that writes one, also a superuser's with its guard trigger off, and the
 //! extension's own `snowflake_drop_sequence`), and a `TRUNCATE` of one (the object access hook:
-//! no row trigger fires for it). Not seen: a superuser's logical replication into the catalog
-//! table (its apply worker starts no executor plan), whose first row, `'default'`, conflicts
-//! with the subscriber's own anyway.
+//! no row trigger fires for it); and `DROP DATABASE`. During recovery nothing is trusted or
+//! left here: a standby replays what its hooks never see. Not seen: a superuser's logical
+//! replication into the catalog table (its apply worker starts no executor plan), whose first
+//! row, `'default'`, conflicts with the subscriber's own anyway.
 //!
 //! Rows of this backend's own transaction are never left here: they are not committed.
 
@@ -133,10 +134,14 @@ impl Directory {
         Some(generation)
     }
 
-    /// Whether no prepared deletion of this database is pending; one that ended (committed or
-    /// rolled back) since is forgotten, and bumps the generation.
+    /// Whether the directory may be used now: not in recovery, and no prepared writing
+    /// transaction of this database pending; one that ended (committed or rolled back) since is
+    /// forgotten, and bumps the generation.
     fn settled(&self) -> bool {
-        if self.overflowed.load(Ordering::Acquire) {
+        // A standby (or a server in archive recovery) replays changes that no hook of its own
+        // sees: nothing is trusted or left here until it leaves recovery.
+        // SAFETY: a plain read of a backend-local flag (shared memory once it changed).
+        if self.overflowed.load(Ordering::Acquire) || unsafe { pg_sys::RecoveryInProgress() } {
             return false;
         }
         let database = u64::from(this_database().to_u32());
@@ -278,7 +283,9 @@ pub fn install_hooks() {
     }
 }
 
-/// A `TRUNCATE` of a state relation bumps the generation at its commit.
+/// A `TRUNCATE` of a state relation bumps the generation at its commit, and so does `DROP
+/// DATABASE` (a database made later with the same OID, once the OID counter wrapped around, and
+/// from the same template, would find the same floor relation in place).
 #[pg_guard]
 unsafe extern "C-unwind" fn on_object_access(
     access: pg_sys::ObjectAccessType::Type,
@@ -287,7 +294,11 @@ unsafe extern "C-unwind" fn on_object_access(
     sub_id: std::ffi::c_int,
     argument: *mut std::ffi::c_void,
 ) {
-    if access == pg_sys::ObjectAccessType::OAT_TRUNCATE && is_state_relation(object) {
+    let truncates_state =
+        access == pg_sys::ObjectAccessType::OAT_TRUNCATE && is_state_relation(object);
+    let drops_a_database =
+        access == pg_sys::ObjectAccessType::OAT_DROP && class == pg_sys::DatabaseRelationId;
+    if truncates_state || drops_a_database {
         forget_at_commit();
     }
     if let Some(previous) = PREVIOUS_OBJECT_ACCESS_HOOK.get().copied().flatten() {

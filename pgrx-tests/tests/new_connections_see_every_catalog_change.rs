@@ -3,10 +3,13 @@
 //! connections filled. Every change that removes or replaces what it holds reaches the next new
 //! connection: a sequence dropped (and created again with another layout), in a plain or a
 //! prepared transaction; rows deleted by a superuser with the guard trigger off, or truncated;
-//! the extension dropped and created again (a row updated past the guard is refused by the next
+//! a change replayed on a standby, before and after its promotion; the extension dropped and
+//! created again (a row updated past the guard is refused by the next
 //! read: state_out_of_reach.rs).
 //! What a transaction made and rolled back never gets there. Each check runs in a connection of
 //! its own, after one that filled the directory.
+
+use std::time::Duration;
 
 use snowflake_id_cluster_tests::{error_parts, Client, Cluster, ClusterBuilder};
 
@@ -72,6 +75,40 @@ fn a_sequence_dropped_and_created_again_reaches_new_connections() {
         &mut admin,
         "SELECT snowflake_drop_sequence('orders')",
     );
+}
+
+#[test]
+fn a_standby_and_then_its_promotion_see_what_the_primary_changed() {
+    let (primary, mut admin) = filled(
+        Cluster::builder(),
+        "SELECT snowflake_create_sequence('orders')",
+        "orders",
+    );
+    let standby = primary.start_replica();
+    primary.wait_for_standby(&standby, Duration::from_secs(60));
+    // A standby's connections read layouts too (snowflake_min_id), but issue no ID.
+    let min_id = |cluster: &Cluster| -> i64 {
+        cluster
+            .connect()
+            .query_one("SELECT snowflake_min_id(now(), 'orders')", &[])
+            .unwrap()
+            .get(0)
+    };
+    assert!(!is_js53(min_id(&standby)));
+    assert!(!is_js53(min_id(&standby)));
+    // Replayed, not run: no hook or callback of the standby sees the change.
+    admin
+        .batch_execute(
+            "BEGIN; SELECT snowflake_drop_sequence('orders');
+             SELECT snowflake_create_sequence('orders', preset => 'js53'); COMMIT;",
+        )
+        .unwrap();
+    primary.wait_for_standby(&standby, Duration::from_secs(60));
+    let id = min_id(&standby);
+    assert!(is_js53(id), "{id}: the standby read the dropped layout");
+    standby.promote();
+    standby.wait_until_primary(Duration::from_secs(60));
+    assert_js53(&standby, "the layout the standby read before its promotion");
 }
 
 #[test]
