@@ -32,7 +32,7 @@
 //!
 //! Rows of this backend's own transaction are never left here: they are not committed.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use once_cell::sync::OnceCell;
 use pgrx::callbacks::{register_xact_callback, PgXactCallbackEvent};
@@ -308,21 +308,29 @@ unsafe extern "C-unwind" fn on_object_access(
 }
 
 /// A plan that writes a state relation (its result relations, data-modifying CTEs included)
-/// bumps the generation at its commit.
+/// bumps the generation at its commit. Every statement of the server passes here: the plan's
+/// lists are read in place, and the schema's OID is kept (`internal_namespace`), so a statement
+/// that writes one table costs about a syscache hit more.
 #[pg_guard]
 unsafe extern "C-unwind" fn on_executor_start(
     query: *mut pg_sys::QueryDesc,
     flags: std::ffi::c_int,
 ) {
     // SAFETY: the executor's query descriptor, valid for the call; its plan's result relation
-    // list holds range table indexes (from 1) into its range table.
+    // list (null when empty) holds range table indexes, from 1, into its range table, a list
+    // of range table entries; both are read in place, as PostgreSQL's list_nth does.
     let writes_state = unsafe {
         let plan = (*query).plannedstmt;
         let results = (*plan).resultRelations;
-        (0..pg_sys::list_length(results)).any(|position| {
-            let index = pg_sys::list_nth_int(results, position);
-            let entry = pg_sys::list_nth((*plan).rtable, index - 1).cast::<pg_sys::RangeTblEntry>();
-            is_state_relation((*entry).relid)
+        let count = if results.is_null() {
+            0
+        } else {
+            (*results).length
+        };
+        (0..count as usize).any(|position| {
+            let index = (*(*results).elements.add(position)).int_value as usize;
+            let entry = (*(*(*plan).rtable).elements.add(index - 1)).ptr_value;
+            is_state_relation((*entry.cast::<pg_sys::RangeTblEntry>()).relid)
         })
     };
     if writes_state {
@@ -338,12 +346,51 @@ unsafe extern "C-unwind" fn on_executor_start(
 /// Whether `relation` is in the extension's own schema, where only superusers create anything:
 /// the catalog table and the floor relations.
 fn is_state_relation(relation: pg_sys::Oid) -> bool {
-    // SAFETY: syscache lookups of a relation and of a schema name, inside a transaction.
-    unsafe {
-        let namespace = pg_sys::get_rel_namespace(relation);
-        namespace != pg_sys::InvalidOid
-            && namespace == pg_sys::get_namespace_oid(catalog::INTERNAL_SCHEMA.as_ptr(), true)
+    let internal = internal_namespace();
+    // SAFETY: a syscache lookup of a relation, inside a transaction.
+    internal != pg_sys::InvalidOid && unsafe { pg_sys::get_rel_namespace(relation) } == internal
+}
+
+/// This database's `snowflake_id_internal` schema (InvalidOid while there is none), looked up
+/// once and again after any change of `pg_namespace` (a syscache callback forgets it).
+fn internal_namespace() -> pg_sys::Oid {
+    let known = INTERNAL_NAMESPACE.load(Ordering::Relaxed);
+    if known & NAMESPACE_KNOWN != 0 {
+        return pg_sys::Oid::from(known as u32);
     }
+    if !NAMESPACE_CALLBACK_REGISTERED.swap(true, Ordering::Relaxed) {
+        // SAFETY: registers a plain function for the life of this backend, before the first
+        // lookup it guards; PostgreSQL calls it while processing invalidation messages, and it
+        // only stores to an atomic.
+        unsafe {
+            pg_sys::CacheRegisterSyscacheCallback(
+                pg_sys::SysCacheIdentifier::NAMESPACEOID as i32,
+                Some(forget_internal_namespace),
+                pg_sys::Datum::from(0),
+            )
+        };
+    }
+    // SAFETY: a syscache lookup of a static name, inside a transaction.
+    let found = unsafe { pg_sys::get_namespace_oid(catalog::INTERNAL_SCHEMA.as_ptr(), true) };
+    INTERNAL_NAMESPACE.store(
+        NAMESPACE_KNOWN | u64::from(found.to_u32()),
+        Ordering::Relaxed,
+    );
+    found
+}
+
+/// `internal_namespace`'s last answer, with NAMESPACE_KNOWN set (0: not looked up).
+static INTERNAL_NAMESPACE: AtomicU64 = AtomicU64::new(0);
+const NAMESPACE_KNOWN: u64 = 1 << 32;
+static NAMESPACE_CALLBACK_REGISTERED: AtomicBool = AtomicBool::new(false);
+
+#[pg_guard]
+unsafe extern "C-unwind" fn forget_internal_namespace(
+    _argument: pg_sys::Datum,
+    _cache: std::ffi::c_int,
+    _hash: u32,
+) {
+    INTERNAL_NAMESPACE.store(0, Ordering::Relaxed);
 }
 
 /// This transaction wrote the extension's state: the directory's generation is bumped once its

@@ -219,6 +219,17 @@ fn rows_removed_past_the_guard_and_a_new_extension_reach_new_connections() {
         &mut admin,
         "DROP EXTENSION snowflake_id; CREATE EXTENSION snowflake_id",
     );
+    // The new extension's schema has another OID: a drop there, by the session that wrote the
+    // old one's, is seen too.
+    admin
+        .batch_execute("SELECT snowflake_create_sequence('orders', preset => 'js53')")
+        .unwrap();
+    assert_js53(&cluster, "a layout of the dropped extension");
+    orders_gone_after(
+        &cluster,
+        &mut admin,
+        "SELECT snowflake_drop_sequence('orders')",
+    );
 }
 
 #[test]
