@@ -30,7 +30,8 @@
 //! replication into the catalog table (its apply worker starts no executor plan), whose first
 //! row, `'default'`, conflicts with the subscriber's own anyway.
 //!
-//! Rows of this backend's own transaction are never left here: they are not committed.
+//! Rows of this backend's own transaction are never left here: they are not committed. And a
+//! transaction that wrote the state neither asks nor fills the directory until it ends.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -134,14 +135,18 @@ impl Directory {
         Some(generation)
     }
 
-    /// Whether the directory may be used now: not in recovery, and no prepared writing
-    /// transaction of this database pending; one that ended (committed or rolled back) since is
-    /// forgotten, and bumps the generation.
+    /// Whether the directory may be used now: not in recovery, not in a transaction that wrote
+    /// the extension's state, and no prepared writing transaction of this database pending; one
+    /// that ended (committed or rolled back) since is forgotten, and bumps the generation.
     fn settled(&self) -> bool {
         // A standby (or a server in archive recovery) replays changes that no hook of its own
         // sees: nothing is trusted or left here until it leaves recovery.
         // SAFETY: a plain read of a backend-local flag (shared memory once it changed).
-        if self.overflowed.load(Ordering::Acquire) || unsafe { pg_sys::RecoveryInProgress() } {
+        let in_recovery = unsafe { pg_sys::RecoveryInProgress() };
+        if in_recovery
+            || self.overflowed.load(Ordering::Acquire)
+            || STATE_WRITTEN.load(Ordering::Relaxed)
+        {
             return false;
         }
         let database = u64::from(this_database().to_u32());
@@ -396,17 +401,32 @@ unsafe extern "C-unwind" fn forget_internal_namespace(
 /// This transaction wrote the extension's state: the directory's generation is bumped once its
 /// commit is visible, or, when it is prepared, once it ended (`Directory::settled`).
 fn forget_at_commit() {
+    if STATE_WRITTEN.swap(true, Ordering::Relaxed) {
+        return;
+    }
     register_xact_callback(PgXactCallbackEvent::Commit, || {
+        STATE_WRITTEN.store(false, Ordering::Relaxed);
         if let Some(shared) = shared_memory::try_state() {
             shared.directory.generation.fetch_add(1, Ordering::AcqRel);
         }
+    });
+    register_xact_callback(PgXactCallbackEvent::Abort, || {
+        STATE_WRITTEN.store(false, Ordering::Relaxed)
     });
     register_xact_callback(PgXactCallbackEvent::PrePrepare, || {
         if let Some(shared) = shared_memory::try_state() {
             shared.directory.hold_until_ended();
         }
     });
+    register_xact_callback(PgXactCallbackEvent::Prepare, || {
+        STATE_WRITTEN.store(false, Ordering::Relaxed)
+    });
 }
+
+/// Set while this backend's transaction has written the extension's state (`forget_at_commit`):
+/// the directory does not hold what the transaction sees (a sequence it dropped is still
+/// there), so it neither answers nor is filled until the transaction ends.
+static STATE_WRITTEN: AtomicBool = AtomicBool::new(false);
 
 /// Whether the floor relation of an entry, with the schema it was found in, is still a
 /// sequence there. It stays open (locked for reading to the end of the transaction), as the

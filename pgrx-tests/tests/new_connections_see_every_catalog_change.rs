@@ -6,11 +6,13 @@
 //! a change replayed on a standby, before and after its promotion; the extension dropped and
 //! created again (a row updated past the guard is refused by the next
 //! read: state_out_of_reach.rs).
-//! What a transaction made and rolled back never gets there. Each check runs in a connection of
+//! What a transaction made and rolled back never gets there, and a transaction that dropped a
+//! sequence does not find it there. Each check runs in a connection of
 //! its own, after one that filled the directory.
 
 use std::time::Duration;
 
+use snowflake_id_cluster_tests::fixtures::failure;
 use snowflake_id_cluster_tests::{error_parts, Client, Cluster, ClusterBuilder};
 
 /// `builder`'s cluster, started, with the extension created and `setup` run, and the
@@ -109,6 +111,25 @@ fn a_standby_and_then_its_promotion_see_what_the_primary_changed() {
     standby.promote();
     standby.wait_until_primary(Duration::from_secs(60));
     assert_js53(&standby, "the layout the standby read before its promotion");
+}
+
+#[test]
+fn a_transaction_that_dropped_a_sequence_no_longer_finds_it() {
+    let (cluster, mut admin) = filled(
+        Cluster::builder(),
+        "SELECT snowflake_create_sequence('orders')",
+        "orders",
+    );
+    admin
+        .batch_execute("SELECT snowflake_nextval('orders')")
+        .unwrap();
+    admin
+        .batch_execute("BEGIN; SELECT snowflake_drop_sequence('orders')")
+        .unwrap();
+    let (code, _, _) = failure(&mut admin, "SELECT snowflake_nextval('orders')");
+    assert_eq!(code, "42704", "the dropping transaction found the sequence");
+    admin.batch_execute("ROLLBACK").unwrap();
+    assert!(first_id(&cluster, "orders").is_ok());
 }
 
 #[test]
