@@ -21,14 +21,18 @@
 //!   nothing more. `DROP EXTENSION` drops it (and OIDs are not reused before the counter wraps
 //!   around), so an extension created again is looked up again.
 //!
-//! Whatever changes the extension's state relations bumps the generation: an `INSERT`,
-//! `UPDATE`, `DELETE` or `MERGE` into a relation of `snowflake_id_internal` (the executor hook
-//! sees every plan that writes one, also a superuser's with its guard trigger off, and the
-//! extension's own `snowflake_drop_sequence`), and a `TRUNCATE` of one (the object access hook:
-//! no row trigger fires for it); and `DROP DATABASE`. During recovery nothing is trusted or
-//! left here: a standby replays what its hooks never see. Not seen: a superuser's logical
-//! replication into the catalog table (its apply worker starts no executor plan), whose first
-//! row, `'default'`, conflicts with the subscriber's own anyway.
+//! Whatever changes the extension's state relations bumps the generation:
+//! - an `INSERT`, `UPDATE`, `DELETE` or `MERGE` into a relation of `snowflake_id_internal` (the
+//!   executor hook sees every plan that writes one: the extension's own
+//!   `snowflake_drop_sequence`, and a superuser's with the guard trigger off);
+//! - a `TRUNCATE`, `DROP` or `ALTER` of one (the object access hook: no row trigger fires for
+//!   these), and `DROP DATABASE`.
+//!
+//! A database whose catalog table is not in that schema (an extension older than 0.10.0, not
+//! updated yet) is never here. During recovery nothing is trusted or left here: a standby
+//! replays what its hooks never see. Not seen: a superuser's logical replication into the
+//! catalog table (its apply worker starts no executor plan), whose first row, `'default'`,
+//! conflicts with the subscriber's own anyway.
 //!
 //! Rows of this backend's own transaction are never left here: they are not committed. And a
 //! transaction that wrote the state neither asks nor fills the directory until it ends.
@@ -83,6 +87,11 @@ impl Directory {
         catalog: &CatalogTable,
         fill: impl FnOnce(&mut DirectoryEntry),
     ) {
+        // Before 0.10.0 the catalog table lived in the extension's schema, where the hooks do
+        // not look for writes (`is_state_relation`): a database not updated yet is never here.
+        if !is_state_relation(catalog.oid()) {
+            return;
+        }
         let database = this_database();
         with_lwlock(&self.lock, pg_sys::LWLockMode::LW_EXCLUSIVE, || {
             let current = self.generation.load(Ordering::Acquire);
@@ -168,6 +177,25 @@ impl Directory {
                 self.generation.fetch_add(1, Ordering::AcqRel);
             }
             true
+        })
+    }
+
+    /// Whether `relation` is the catalog table or a floor relation of this database's entry.
+    fn holds(&self, relation: pg_sys::Oid) -> bool {
+        let database = this_database();
+        with_lwlock(&self.lock, pg_sys::LWLockMode::LW_SHARED, || {
+            // SAFETY: read under the lock held shared (see `trusted`).
+            let entries = unsafe { &*self.entries.get() };
+            entries
+                .iter()
+                .flatten()
+                .filter(|entry| entry.database == database)
+                .any(|entry| {
+                    entry.catalog.oid() == relation
+                        || entry.floor.is_some_and(|(relations, _)| {
+                            relations.floor == relation || relations.writer == relation
+                        })
+                })
         })
     }
 
@@ -288,9 +316,11 @@ pub fn install_hooks() {
     }
 }
 
-/// A `TRUNCATE` of a state relation bumps the generation at its commit, and so does `DROP
-/// DATABASE` (a database made later with the same OID, once the OID counter wrapped around, and
-/// from the same template, would find the same floor relation in place).
+/// A `TRUNCATE`, `DROP` or `ALTER` (a rename, another schema, another owner) of a state relation
+/// bumps the generation at its commit, and so does `DROP DATABASE` (a database made later with
+/// the same OID, once the OID counter wrapped around, and from the same template, would find the
+/// same floor relation in place). After an `ALTER … SET SCHEMA` the relation's schema is the new
+/// one: the relations the directory holds count too.
 #[pg_guard]
 unsafe extern "C-unwind" fn on_object_access(
     access: pg_sys::ObjectAccessType::Type,
@@ -299,11 +329,20 @@ unsafe extern "C-unwind" fn on_object_access(
     sub_id: std::ffi::c_int,
     argument: *mut std::ffi::c_void,
 ) {
-    let truncates_state =
-        access == pg_sys::ObjectAccessType::OAT_TRUNCATE && is_state_relation(object);
-    let drops_a_database =
-        access == pg_sys::ObjectAccessType::OAT_DROP && class == pg_sys::DatabaseRelationId;
-    if truncates_state || drops_a_database {
+    use pg_sys::ObjectAccessType::{OAT_DROP, OAT_POST_ALTER, OAT_TRUNCATE};
+    let relation = class == pg_sys::RelationRelationId;
+    let changes_state = match access {
+        OAT_TRUNCATE => is_state_relation(object),
+        OAT_DROP => class == pg_sys::DatabaseRelationId || (relation && is_state_relation(object)),
+        OAT_POST_ALTER => {
+            relation
+                && (is_state_relation(object)
+                    || shared_memory::try_state()
+                        .is_some_and(|shared| shared.directory.holds(object)))
+        }
+        _ => false,
+    };
+    if changes_state {
         forget_at_commit();
     }
     if let Some(previous) = PREVIOUS_OBJECT_ACCESS_HOOK.get().copied().flatten() {

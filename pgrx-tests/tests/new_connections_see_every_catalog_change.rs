@@ -133,6 +133,49 @@ fn a_transaction_that_dropped_a_sequence_no_longer_finds_it() {
 }
 
 #[test]
+fn a_database_not_updated_since_before_0_10_0_reaches_new_connections_too() {
+    // 0.9.0 kept the catalog table in the extension's schema, not in snowflake_id_internal.
+    let (cluster, mut admin) = filled(
+        Cluster::builder(),
+        "DROP EXTENSION snowflake_id; CREATE EXTENSION snowflake_id VERSION '0.9.0';
+         SELECT snowflake_create_sequence('orders');",
+        "orders",
+    );
+    assert!(first_id(&cluster, "orders").is_ok());
+    admin
+        .batch_execute(
+            "BEGIN; SELECT snowflake_drop_sequence('orders');
+             SELECT snowflake_create_sequence('orders', preset => 'js53'); COMMIT;",
+        )
+        .unwrap();
+    assert_js53(&cluster, "the dropped layout");
+}
+
+#[test]
+fn a_catalog_moved_out_of_its_schema_reaches_new_connections() {
+    let (cluster, mut admin) = filled(
+        Cluster::builder(),
+        "SELECT snowflake_create_sequence('orders')",
+        "orders",
+    );
+    // A superuser moves the catalog table into the extension's schema, where the hooks do not
+    // look for writes, then deletes a row there with the guard trigger off.
+    admin
+        .batch_execute(
+            "ALTER TABLE snowflake_id_internal.snowflake_sequence_catalog SET SCHEMA public",
+        )
+        .unwrap();
+    assert!(first_id(&cluster, "orders").is_ok());
+    orders_gone_after(
+        &cluster,
+        &mut admin,
+        "SET session_replication_role = replica;
+         DELETE FROM public.snowflake_sequence_catalog WHERE name = 'orders';
+         RESET session_replication_role;",
+    );
+}
+
+#[test]
 fn what_a_transaction_rolled_back_never_reaches_new_connections() {
     let (cluster, mut admin) = filled(Cluster::builder(), "", "default");
     // Its own first ID read the row it inserted; the row is gone with the transaction.
