@@ -28,6 +28,15 @@ fn filled(builder: ClusterBuilder, setup: &str, used: &str) -> (Cluster, Client)
     (cluster, admin)
 }
 
+/// [`filled`] with a sequence "orders" of the classic layout, used once.
+fn with_orders(builder: ClusterBuilder) -> (Cluster, Client) {
+    filled(
+        builder,
+        "SELECT snowflake_create_sequence('orders')",
+        "orders",
+    )
+}
+
 /// The first ID of `sequence` in a new connection, or its SQLSTATE.
 fn first_id(cluster: &Cluster, sequence: &str) -> Result<i64, String> {
     cluster
@@ -44,6 +53,18 @@ fn orders_gone_after(cluster: &Cluster, admin: &mut Client, change: &str) {
     assert!(first_id(cluster, "default").is_ok());
 }
 
+/// Drops "orders" and creates it again with the js53 layout, in one transaction; then a new
+/// connection's first ID is of the new layout.
+fn replace_orders_with_js53(cluster: &Cluster, admin: &mut Client) {
+    admin
+        .batch_execute(
+            "BEGIN; SELECT snowflake_drop_sequence('orders');
+             SELECT snowflake_create_sequence('orders', preset => 'js53'); COMMIT;",
+        )
+        .unwrap();
+    assert_js53(cluster, "the dropped layout");
+}
+
 /// A new connection's first ID of "orders" is of the js53 layout, not of `replaced`.
 fn assert_js53(cluster: &Cluster, replaced: &str) {
     let id = first_id(cluster, "orders").unwrap();
@@ -57,20 +78,10 @@ fn is_js53(id: i64) -> bool {
 
 #[test]
 fn a_sequence_dropped_and_created_again_reaches_new_connections() {
-    let (cluster, mut admin) = filled(
-        Cluster::builder(),
-        "SELECT snowflake_create_sequence('orders')",
-        "orders",
-    );
+    let (cluster, mut admin) = with_orders(Cluster::builder());
     assert!(!is_js53(first_id(&cluster, "orders").unwrap()));
 
-    admin
-        .batch_execute(
-            "BEGIN; SELECT snowflake_drop_sequence('orders');
-             SELECT snowflake_create_sequence('orders', preset => 'js53'); COMMIT;",
-        )
-        .unwrap();
-    assert_js53(&cluster, "the dropped layout");
+    replace_orders_with_js53(&cluster, &mut admin);
 
     orders_gone_after(
         &cluster,
@@ -81,11 +92,7 @@ fn a_sequence_dropped_and_created_again_reaches_new_connections() {
 
 #[test]
 fn a_standby_and_then_its_promotion_see_what_the_primary_changed() {
-    let (primary, mut admin) = filled(
-        Cluster::builder(),
-        "SELECT snowflake_create_sequence('orders')",
-        "orders",
-    );
+    let (primary, mut admin) = with_orders(Cluster::builder());
     let standby = primary.start_replica();
     primary.wait_for_standby(&standby, Duration::from_secs(60));
     // A standby's connections read layouts too (snowflake_min_id), but issue no ID.
@@ -99,12 +106,7 @@ fn a_standby_and_then_its_promotion_see_what_the_primary_changed() {
     assert!(!is_js53(min_id(&standby)));
     assert!(!is_js53(min_id(&standby)));
     // Replayed, not run: no hook or callback of the standby sees the change.
-    admin
-        .batch_execute(
-            "BEGIN; SELECT snowflake_drop_sequence('orders');
-             SELECT snowflake_create_sequence('orders', preset => 'js53'); COMMIT;",
-        )
-        .unwrap();
+    replace_orders_with_js53(&primary, &mut admin);
     primary.wait_for_standby(&standby, Duration::from_secs(60));
     let id = min_id(&standby);
     assert!(is_js53(id), "{id}: the standby read the dropped layout");
@@ -115,11 +117,7 @@ fn a_standby_and_then_its_promotion_see_what_the_primary_changed() {
 
 #[test]
 fn a_transaction_that_dropped_a_sequence_no_longer_finds_it() {
-    let (cluster, mut admin) = filled(
-        Cluster::builder(),
-        "SELECT snowflake_create_sequence('orders')",
-        "orders",
-    );
+    let (cluster, mut admin) = with_orders(Cluster::builder());
     admin
         .batch_execute("SELECT snowflake_nextval('orders')")
         .unwrap();
@@ -142,22 +140,12 @@ fn a_database_not_updated_since_before_0_10_0_reaches_new_connections_too() {
         "orders",
     );
     assert!(first_id(&cluster, "orders").is_ok());
-    admin
-        .batch_execute(
-            "BEGIN; SELECT snowflake_drop_sequence('orders');
-             SELECT snowflake_create_sequence('orders', preset => 'js53'); COMMIT;",
-        )
-        .unwrap();
-    assert_js53(&cluster, "the dropped layout");
+    replace_orders_with_js53(&cluster, &mut admin);
 }
 
 #[test]
 fn a_catalog_moved_out_of_its_schema_reaches_new_connections() {
-    let (cluster, mut admin) = filled(
-        Cluster::builder(),
-        "SELECT snowflake_create_sequence('orders')",
-        "orders",
-    );
+    let (cluster, mut admin) = with_orders(Cluster::builder());
     // A superuser moves the catalog table into the extension's schema, where the hooks do not
     // look for writes, then deletes a row there with the guard trigger off.
     admin
@@ -202,11 +190,8 @@ fn what_a_transaction_rolled_back_never_reaches_new_connections() {
 
 #[test]
 fn a_prepared_drop_reaches_new_connections_when_it_commits() {
-    let (cluster, mut admin) = filled(
-        Cluster::builder().setting("max_prepared_transactions = 4"),
-        "SELECT snowflake_create_sequence('orders')",
-        "orders",
-    );
+    let (cluster, mut admin) =
+        with_orders(Cluster::builder().setting("max_prepared_transactions = 4"));
 
     admin
         .batch_execute(
@@ -244,11 +229,7 @@ fn a_prepared_drop_reaches_new_connections_when_it_commits() {
 
 #[test]
 fn rows_removed_past_the_guard_and_a_new_extension_reach_new_connections() {
-    let (cluster, mut admin) = filled(
-        Cluster::builder(),
-        "SELECT snowflake_create_sequence('orders')",
-        "orders",
-    );
+    let (cluster, mut admin) = with_orders(Cluster::builder());
 
     // A superuser's DELETE with the guard trigger off.
     admin
