@@ -131,7 +131,7 @@ impl Directory {
     }
 
     /// Where a lookup that may be left here begins: the generation now, then a new catalog
-    /// snapshot, so that the lookup sees every deletion whose commit bumped the generation
+    /// snapshot, so that the lookup sees every change whose commit bumped the generation
     /// before it was read.
     fn begin_lookup(&self) -> Option<u64> {
         if !self.settled() {
@@ -201,8 +201,8 @@ impl Directory {
 
     /// Follows this transaction, about to be prepared, until it ends (see `settled`).
     fn hold_until_ended(&self) {
-        // SAFETY: plain reads of this backend's database and transaction id (assigned: it
-        // deleted a row).
+        // SAFETY: plain reads of this backend's database and transaction id (none, 0, when
+        // nothing was written after all: then it counts as ended at once).
         let xid = unsafe { pg_sys::GetTopTransactionIdIfAny() }.into_inner();
         let held = u64::from(this_database().to_u32()) << 32 | u64::from(xid);
         let noted = self.prepared.iter().any(|slot| {

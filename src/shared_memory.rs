@@ -122,18 +122,20 @@ pub const DIRECTORY_DATABASES: usize = 64;
 /// How many sequences' layouts a directory entry keeps; the first IDs of further sequences look
 /// their layouts up in the catalog table.
 pub const DIRECTORY_LAYOUTS: usize = 16;
-/// How many prepared transactions that deleted a catalog row the directory follows at once.
-pub const PREPARED_DELETIONS: usize = 8;
+/// How many prepared transactions that wrote the extension's state the directory follows at
+/// once.
+pub const PREPARED_WRITERS: usize = 8;
 
 /// The databases' extensions, as backends found them (`extension_directory.rs` reads and fills
 /// it): entries read under `lock` held shared, written under it held exclusively.
 #[repr(C, align(64))]
 pub struct Directory {
     pub lock: AtomicPtr<pg_sys::LWLock>,
-    /// Bumped after the commit of every transaction that deleted a catalog row.
+    /// Bumped after the commit of every transaction that wrote the extension's state.
     pub generation: AtomicU64,
-    /// Prepared transactions that deleted a catalog row, as `database << 32 | xid` (0: free).
-    pub prepared: [AtomicU64; PREPARED_DELETIONS],
+    /// Prepared transactions that wrote the extension's state, as `database << 32 | xid`
+    /// (0: free).
+    pub prepared: [AtomicU64; PREPARED_WRITERS],
     /// Set when more were prepared at once than `prepared` holds: nothing is trusted any more
     /// (until the server restarts).
     pub overflowed: AtomicBool,
