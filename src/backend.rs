@@ -39,6 +39,8 @@ struct Issuer {
     template: IdTemplate,
     /// Which of the backend's worker ids it uses (an index into `Backend::worker_ids`).
     attachment: usize,
+    /// That worker id in shared memory, where its IDs are counted.
+    worker_id: &'static WorkerId,
     /// The layout's time unit, as ticks are owned per unit.
     unit: usize,
     /// Latest tick this backend owns and whose end is reserved.
@@ -53,6 +55,10 @@ struct Issuer {
     /// The tick the clock was last in: the hot path finds the tick of a time in it without
     /// the 128-bit division of `Layout::tick_at`.
     window: TickWindow,
+    /// The window of the tick of the last ID while IDs may continue it without `issue`: the
+    /// clock was in it, the wall clock read there and its end reserved. Empty while `issue`
+    /// decides (also after it raised an error).
+    open: TickWindow,
     /// `snowflake_id.max_lead` as last read (ms) and that lead in ticks of this layout; None
     /// before the first ID.
     lead: Option<(i32, u64)>,
@@ -170,12 +176,19 @@ pub fn next_id(name: &[u8], gene: Option<i64>) -> i64 {
                 ))
             }
         };
-        let attachment = &mut worker_ids[issuer.attachment];
-        let on = OnWorkerId {
-            id: attachment.id,
-            owned: &mut attachment.owned[issuer.unit],
+        let now = shared.read_clock_monotonic();
+        let (tick, sequence) = match issuer.next_in_last_tick(now) {
+            Some(continued) => continued,
+            None => {
+                let attachment = &mut worker_ids[issuer.attachment];
+                let on = OnWorkerId {
+                    id: attachment.id,
+                    owned: &mut attachment.owned[issuer.unit],
+                };
+                issue(shared, on, name, layout, issuer, floor)
+            }
         };
-        let (tick, sequence) = issue(shared, on, name, layout, issuer, floor);
+        issuer.worker_id.count_issued(1);
         let id = issuer.template.compose(tick, sequence, gene);
         issuer.last_id = Some(id);
         *last_id = Some(id);
@@ -273,6 +286,8 @@ static DETACH_REGISTERED: AtomicBool = AtomicBool::new(false);
 
 /// Which of this backend's worker ids serves sequences of `layout`'s worker width: the one it
 /// took in that width's space, or one it takes now.
+#[cold]
+#[inline(never)]
 fn attachment_for(
     worker_ids: &mut Vec<Attachment>,
     shared: &'static SharedState,
@@ -344,6 +359,9 @@ fn process_is_alive(pid: i32) -> bool {
     result == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
+/// Out of line, like `attachment_for`: once per sequence and backend, not on the hot path.
+#[cold]
+#[inline(never)]
 fn new_issuer(
     name: &[u8],
     layout: &Layout,
@@ -372,12 +390,14 @@ fn new_issuer(
         generator: Generator::new(layout.sequence_bits, start_after),
         template: layout.template(node, on.worker as u64),
         attachment,
+        worker_id: on.id,
         unit,
         published_tick: None,
         counted_borrows: 0,
         last_id: None,
         wall_checked_tick: None,
         window: TickWindow::EMPTY,
+        open: TickWindow::EMPTY,
         lead: None,
     }
 }
@@ -393,6 +413,28 @@ impl Issuer {
                 self.lead = Some((max_lead_ms, ticks));
                 ticks
             }
+        }
+    }
+
+    /// The (tick, sequence) of the next ID when `issue` would only continue the last ID's tick:
+    /// the cluster clock `now` still in the open tick (see `open`) and the generator staying in
+    /// it (`Generator::next_in_last_tick`). None otherwise: then `issue` decides. Nothing else
+    /// is done per ID.
+    #[inline]
+    fn next_in_last_tick(&mut self, now: i64) -> Option<(u64, u64)> {
+        let tick = self.open.tick_of(now)?;
+        let sequence = self.generator.next_in_last_tick(tick)?;
+        Some((tick, sequence))
+    }
+
+    /// Opens the tick of the ID `issue` just made to the IDs that continue it, if the clock is
+    /// in it, the wall clock was read there and its end is reserved.
+    fn open_tick(&mut self, tick: u64) {
+        let open = self.window.tick == tick
+            && self.wall_checked_tick >= Some(tick)
+            && self.published_tick >= Some(tick);
+        if open {
+            self.open = self.window;
         }
     }
 
@@ -481,7 +523,9 @@ struct OnWorkerId<'a> {
 }
 
 /// The (tick, sequence) of the next ID of sequence `name` this backend issues on worker id
-/// `on`: a tick it owns there, reserved before its first ID leaves.
+/// `on`: a tick it owns there, reserved before its first ID leaves. Out of line: the hot path
+/// takes it only when `Issuer::next_in_last_tick` declines, about once per tick.
+#[inline(never)]
 fn issue(
     shared: &SharedState,
     on: OnWorkerId,
@@ -490,6 +534,7 @@ fn issue(
     issuer: &mut Issuer,
     floor: &mut DatabaseFloor,
 ) -> (u64, u64) {
+    issuer.open = TickWindow::EMPTY;
     let max_lead = issuer.lead_ticks(layout);
     loop {
         let (now, now_tick) = issuer.clock_tick(shared, name, layout);
@@ -518,7 +563,7 @@ fn issue(
                 if new_tick && !publish_tick(shared, layout, issuer, floor, tick) {
                     continue;
                 }
-                on.id.count_issued(1);
+                issuer.open_tick(tick);
                 return (tick, sequence);
             }
             OwnedStep::WaitUntil { tick } => wait_for_tick(shared, layout, tick, now),

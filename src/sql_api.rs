@@ -54,18 +54,36 @@ pub extern "C" fn pg_finfo_snowflake_nextval_wrapper() -> &'static pg_sys::Pg_fi
 ///
 /// # Safety
 /// `datum` is a non-null `text` datum valid for the current call.
+#[inline(always)]
 unsafe fn text_argument<'a>(datum: pg_sys::Datum) -> &'a [u8] {
-    let mut text = datum.cast_mut_ptr::<pg_sys::varlena>();
+    let text = datum.cast_mut_ptr::<pg_sys::varlena>();
     // SAFETY: `text` points at a varlena header; compressed or external values are expanded by
     // PostgreSQL into the current memory context, which outlives this call.
     unsafe {
-        if !pgrx::varlena::varatt_is_4b_u(text) && !pgrx::varlena::varatt_is_1b(text)
-            || pgrx::varlena::varatt_is_1b_e(text)
-        {
-            text = pg_sys::pg_detoast_datum_packed(text);
+        use pgrx::varlena::*;
+        // A constant's header is the 4-byte one, a column value's usually the short one; each
+        // form read directly, as `varlena_to_byte_slice` would after testing for all of them.
+        if varatt_is_4b_u(text) {
+            std::slice::from_raw_parts(vardata_4b(text).cast(), varsize_4b(text) - pg_sys::VARHDRSZ)
+        } else if varatt_is_1b(text) && !varatt_is_1b_e(text) {
+            let length = varsize_1b(text) - pg_sys::VARHDRSZ_SHORT;
+            std::slice::from_raw_parts(vardata_1b(text).cast(), length)
+        } else {
+            varlena_to_byte_slice(detoasted(text))
         }
-        pgrx::varlena::varlena_to_byte_slice(text)
     }
+}
+
+/// `text` expanded (compressed or external). Out of line: the hot path's frame would otherwise
+/// carry the guarded call's setup.
+///
+/// # Safety
+/// As for `text_argument`.
+#[cold]
+#[inline(never)]
+unsafe fn detoasted(text: *mut pg_sys::varlena) -> *mut pg_sys::varlena {
+    // SAFETY: see `text_argument`.
+    unsafe { pg_sys::pg_detoast_datum_packed(text) }
 }
 
 /// Next ID with the low `gene_bits` bits of `gene` (a shard or routing key) in the gene field.

@@ -103,6 +103,21 @@ impl Generator {
         Step::Issue { tick, sequence }
     }
 
+    /// The next ID's sequence when it continues the tick of the last one: what [`Generator::next`]
+    /// issues (with any lead, and any `max_tick` the last ID was within) when the clock is in that
+    /// tick and the counter does not wrap; None otherwise, and then only `next` decides. The hot
+    /// path's whole step (its property test drives it beside `next`).
+    #[inline]
+    pub fn next_in_last_tick(&mut self, now_tick: u64) -> Option<u64> {
+        let continues = self.last_tick == Some(now_tick)
+            && self.start_after < Some(now_tick)
+            && self.counter != self.seq_mask;
+        continues.then(|| {
+            self.counter += 1;
+            self.counter
+        })
+    }
+
     /// From now on, IDs have a tick at or after `tick` (the tick last proposed was owned by
     /// another session sharing the worker id). Issued pairs stay increasing: only later ticks
     /// are skipped to.
@@ -171,6 +186,24 @@ mod tests {
         assert_eq!(g.next(90, 5, NO_LIMIT), Step::WaitUntil { tick: 95 });
         assert_eq!(issue(&mut g, 90, 10), (100, 3));
         assert_eq!(issue(&mut g, 95, 5), (100, 4));
+    }
+
+    #[test]
+    fn the_last_tick_continues_only_where_next_would_stay_in_it() {
+        let mut g = Generator::new(2, None); // sequences 0..=3
+        assert_eq!(g.next_in_last_tick(5), None); // no ID yet
+        assert_eq!(issue(&mut g, 5, 1), (5, 1));
+        assert_eq!(g.next_in_last_tick(5), Some(2));
+        assert_eq!(g.next_in_last_tick(6), None); // the clock moved on
+        assert_eq!(g.next_in_last_tick(4), None); // behind: `next` checks the lead
+        assert_eq!(g.next_in_last_tick(5), Some(3));
+        assert_eq!(g.next_in_last_tick(5), None); // the counter would wrap: a borrow
+        assert_eq!(issue(&mut g, 6, 1), (6, 0));
+        g.skip_to(6); // no effect: tick 6 is after the floor 5
+        assert_eq!(g.next_in_last_tick(6), Some(1));
+        g.skip_to(7); // another session owns tick 6 from here on
+        assert_eq!(g.next_in_last_tick(6), None);
+        assert_eq!(issue(&mut g, 6, 1), (7, 2));
     }
 
     #[test]
@@ -354,6 +387,8 @@ mod tests {
         borrowed: u64,
         back_in_last_tick: usize,
         skips: usize,
+        /// Calls `next_in_last_tick` answered (and `next` issued the same).
+        continued: usize,
     }
 
     /// Drives a generator through `c`, checking every invariant; returns the issued IDs.
@@ -393,6 +428,21 @@ mod tests {
                 loop {
                     let before = g.clone();
                     let step = g.next(now, c.lead, c.max_tick);
+                    let mut shortcut = before.clone();
+                    if let Some(sequence) = shortcut.next_in_last_tick(now) {
+                        // The hot path's step issues what `next` does and leaves the same state.
+                        prop_assert_eq!(
+                            step,
+                            Step::Issue {
+                                tick: now,
+                                sequence
+                            }
+                        );
+                        prop_assert_eq!(format!("{shortcut:?}"), format!("{g:?}"));
+                        seen.continued += 1;
+                    } else {
+                        prop_assert_eq!(format!("{shortcut:?}"), format!("{before:?}"));
+                    }
                     // What it would issue given unlimited lead and time.
                     let unbounded = before.clone().next(now, NO_LIMIT, NO_LIMIT);
                     match step {
@@ -462,12 +512,14 @@ mod tests {
             total.borrowed += s.borrowed;
             total.back_in_last_tick += s.back_in_last_tick;
             total.skips += s.skips;
+            total.continued += s.continued;
         }
         assert!(total.waits > 0);
         assert!(total.exhausted > 0);
         assert!(total.borrowed > 0);
         assert!(total.back_in_last_tick > 0);
         assert!(total.skips > 0);
+        assert!(total.continued > 0);
     }
 
     proptest! {
