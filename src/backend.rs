@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use pgrx::prelude::*;
 
+use snowflake_id_core::cluster_clock::MonotonicSpan;
 use snowflake_id_core::generator::Generator;
 use snowflake_id_core::layout::{Field, IdTemplate, Layout, TickWindow};
 use snowflake_id_core::protocol::{self, TickStep};
@@ -55,13 +56,27 @@ struct Issuer {
     /// The tick the clock was last in: the hot path finds the tick of a time in it without
     /// the 128-bit division of `Layout::tick_at`.
     window: TickWindow,
-    /// The window of the tick of the last ID while IDs may continue it without `issue`: the
-    /// clock was in it, the wall clock read there and its end reserved. Empty while `issue`
-    /// decides (also after it raised an error).
-    open: TickWindow,
+    /// The tick of the last ID while IDs may continue it without `issue` (the clock was in it,
+    /// the wall clock read there and its end reserved), with the monotonic times whose cluster
+    /// time is in it. Holds no time while `issue` decides (also after it raised an error).
+    open: OpenTick,
     /// `snowflake_id.max_lead` as last read (ms) and that lead in ticks of this layout; None
     /// before the first ID.
     lead: Option<(i32, u64)>,
+}
+
+/// A tick IDs may continue without `issue`, while the cluster clock is in it (`Issuer::open`).
+#[derive(Clone, Copy)]
+struct OpenTick {
+    tick: u64,
+    clock_in_tick: MonotonicSpan,
+}
+
+impl OpenTick {
+    const NONE: OpenTick = OpenTick {
+        tick: 0,
+        clock_in_tick: MonotonicSpan::EMPTY,
+    };
 }
 
 /// A worker id this backend uses from its first ID of a sequence of that space until it exits.
@@ -176,8 +191,7 @@ pub fn next_id(name: &[u8], gene: Option<i64>) -> i64 {
                 ))
             }
         };
-        let now = shared.read_clock_monotonic();
-        let (tick, sequence) = match issuer.next_in_last_tick(now) {
+        let (tick, sequence) = match issuer.next_in_last_tick(shared) {
             Some(continued) => continued,
             None => {
                 let attachment = &mut worker_ids[issuer.attachment];
@@ -397,7 +411,7 @@ fn new_issuer(
         last_id: None,
         wall_checked_tick: None,
         window: TickWindow::EMPTY,
-        open: TickWindow::EMPTY,
+        open: OpenTick::NONE,
         lead: None,
     }
 }
@@ -417,24 +431,34 @@ impl Issuer {
     }
 
     /// The (tick, sequence) of the next ID when `issue` would only continue the last ID's tick:
-    /// the cluster clock `now` still in the open tick (see `open`) and the generator staying in
-    /// it (`Generator::next_in_last_tick`). None otherwise: then `issue` decides. Nothing else
-    /// is done per ID.
+    /// the cluster clock still in the open tick (see `open`; the monotonic clock compared with
+    /// the times whose cluster time is in it) and the generator staying in it
+    /// (`Generator::next_in_last_tick`). None otherwise: then `issue` decides. Nothing else is
+    /// done per ID.
     #[inline]
-    fn next_in_last_tick(&mut self, now: i64) -> Option<(u64, u64)> {
-        let tick = self.open.tick_of(now)?;
+    fn next_in_last_tick(&mut self, shared: &SharedState) -> Option<(u64, u64)> {
+        let OpenTick {
+            tick,
+            clock_in_tick,
+        } = self.open;
+        if !shared.clock_in(&clock_in_tick) {
+            return None;
+        }
         let sequence = self.generator.next_in_last_tick(tick)?;
         Some((tick, sequence))
     }
 
     /// Opens the tick of the ID `issue` just made to the IDs that continue it, if the clock is
     /// in it, the wall clock was read there and its end is reserved.
-    fn open_tick(&mut self, tick: u64) {
+    fn open_tick(&mut self, shared: &SharedState, tick: u64) {
         let open = self.window.tick == tick
             && self.wall_checked_tick >= Some(tick)
             && self.published_tick >= Some(tick);
         if open {
-            self.open = self.window;
+            self.open = OpenTick {
+                tick,
+                clock_in_tick: shared.clock_span(&self.window),
+            };
         }
     }
 
@@ -534,7 +558,7 @@ fn issue(
     issuer: &mut Issuer,
     floor: &mut DatabaseFloor,
 ) -> (u64, u64) {
-    issuer.open = TickWindow::EMPTY;
+    issuer.open = OpenTick::NONE;
     let max_lead = issuer.lead_ticks(layout);
     loop {
         let (now, now_tick) = issuer.clock_tick(shared, name, layout);
@@ -563,7 +587,7 @@ fn issue(
                 if new_tick && !publish_tick(shared, layout, issuer, floor, tick) {
                     continue;
                 }
-                issuer.open_tick(tick);
+                issuer.open_tick(shared, tick);
                 return (tick, sequence);
             }
             OwnedStep::WaitUntil { tick } => wait_for_tick(shared, layout, tick, now),

@@ -4,7 +4,8 @@
 
 use std::sync::atomic::Ordering;
 
-use snowflake_id_core::cluster_clock::{Jump, JumpPolicy, Reading};
+use snowflake_id_core::cluster_clock::{Jump, JumpPolicy, MonotonicSpan, Reading};
+use snowflake_id_core::layout::TickWindow;
 
 use crate::gucs;
 use crate::shared_memory::SharedState;
@@ -54,6 +55,19 @@ impl SharedState {
             }
         }
         reading
+    }
+
+    /// Whether the cluster's time (`read_clock_monotonic`) is in `span` now: CLOCK_MONOTONIC
+    /// compared with the span's bounds, and the clock's offsets with those it was made with.
+    #[inline]
+    pub fn clock_in(&self, span: &MonotonicSpan) -> bool {
+        self.clock.holds(span, system_clock::monotonic_us())
+    }
+
+    /// The span of monotonic times whose cluster time is in `window` (`clock_in`).
+    pub fn clock_span(&self, window: &TickWindow) -> MonotonicSpan {
+        let (start, end) = window.bounds();
+        self.clock.span_of(start, end)
     }
 
     /// The cluster's time from CLOCK_MONOTONIC alone: the hot path within a tick whose wall

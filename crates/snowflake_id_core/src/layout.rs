@@ -501,6 +501,11 @@ impl TickWindow {
         }
     }
 
+    /// Where it starts and ends (Unix µs; the end is the next tick's start).
+    pub fn bounds(&self) -> (i64, i64) {
+        (self.start_unix_us, self.end_unix_us)
+    }
+
     /// The window's tick if `unix_us` is in it.
     #[inline]
     pub fn tick_of(&self, unix_us: i64) -> Option<u64> {
