@@ -2,7 +2,8 @@
 //!
 //! The hot path (`next_id` after the first call of a sequence) reads the monotonic clock (the
 //! wall clock only once per tick), a few read-mostly shared atomics, and writes only the line of
-//! its worker id (IDs issued); it takes no lock, runs no SPI and allocates nothing. Once per tick
+//! its worker id (IDs issued); it takes no lock, runs no SPI and allocates nothing. An ID that
+//! continues the open tick (`Issuer::next_in_last_tick`) does nothing else. Once per tick
 //! it claims the tick on its worker id (one compare-and-swap), checks the reservation (and, about
 //! once per `snowflake_id.reserve_ahead`, extends it under a lock, logging it in the WAL) and that
 //! the database's floor relation covers it (`database_floor`). The first call of a sequence in a
