@@ -15,9 +15,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use pgrx::prelude::*;
 
-use snowflake_id_core::cluster_clock::MonotonicSpan;
 use snowflake_id_core::generator::Generator;
 use snowflake_id_core::layout::{Field, IdTemplate, Layout, TickWindow};
+use snowflake_id_core::monotonic_span::MonotonicSpan;
 use snowflake_id_core::protocol::{self, TickStep};
 use snowflake_id_core::tick_claims::{NextOwned, OwnedStep, OwnedTicks, TickClock};
 use snowflake_id_core::worker_ids::{self, WorkerId, MAX_SPACES, TIME_UNITS};
@@ -450,12 +450,10 @@ impl Issuer {
     }
 
     /// Opens the tick of the ID `issue` just made to the IDs that continue it, if the clock is
-    /// in it, the wall clock was read there and its end is reserved.
+    /// in it (not behind a borrowed tick). `issue` returns only a tick whose end is reserved,
+    /// and `clock_tick` read the wall clock in the clock's tick.
     fn open_tick(&mut self, shared: &SharedState, tick: u64) {
-        let open = self.window.tick == tick
-            && self.wall_checked_tick >= Some(tick)
-            && self.published_tick >= Some(tick);
-        if open {
+        if self.window.tick == tick {
             self.open = OpenTick {
                 tick,
                 clock_in_tick: shared.clock_span(&self.window),

@@ -4,8 +4,9 @@
 
 use std::sync::atomic::Ordering;
 
-use snowflake_id_core::cluster_clock::{Jump, JumpPolicy, MonotonicSpan, Reading};
+use snowflake_id_core::cluster_clock::{Jump, JumpPolicy, Reading};
 use snowflake_id_core::layout::TickWindow;
+use snowflake_id_core::monotonic_span::MonotonicSpan;
 
 use crate::gucs;
 use crate::shared_memory::SharedState;

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use crate::layout::clamp_i64;
 
 /// Offset value meaning "not started". Every real offset is kept above it.
-const NOT_STARTED: i64 = i64::MIN;
+pub(crate) const NOT_STARTED: i64 = i64::MIN;
 /// `suspect_since_us` when no forward jump is being confirmed.
 const NO_SUSPECT: i64 = i64::MIN;
 /// `suspect_since_us` while one reader adopts a confirmed jump.
@@ -89,7 +89,7 @@ pub struct Reading {
 /// The monotonic clock at lead-line speed. In i64 (cannot overflow: |m − m/10| ≤ |m|), since it
 /// is on the hot path and a 128-bit division is a library call.
 #[inline]
-fn slow(monotonic_us: i64) -> i128 {
+pub(crate) fn slow(monotonic_us: i64) -> i128 {
     i128::from(monotonic_us - monotonic_us / LEAD_DECAY_DIVISOR)
 }
 
@@ -98,92 +98,7 @@ fn offset_for(target_unix_us: i64, line_us: i128) -> i64 {
     clamp_i64(i128::from(target_unix_us) - line_us).max(NOT_STARTED + 2)
 }
 
-/// The monotonic times whose cluster time ([`ClusterClock::read_monotonic`]) lies in a span of
-/// Unix µs, for the two offsets it was made with: the hot path compares its monotonic reading
-/// with them ([`ClusterClock::holds`]) instead of computing the cluster time, as long as
-/// neither offset has moved.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MonotonicSpan {
-    slow_offset_us: i64,
-    trusted_offset_us: i64,
-    /// The first monotonic time whose cluster time is at or after the span's start.
-    from_us: i64,
-    /// The first monotonic time whose cluster time is at or after its end.
-    until_us: i64,
-}
-
-impl MonotonicSpan {
-    /// Holds no time.
-    pub const EMPTY: MonotonicSpan = MonotonicSpan {
-        slow_offset_us: NOT_STARTED,
-        trusted_offset_us: NOT_STARTED,
-        from_us: 0,
-        until_us: 0,
-    };
-}
-
-/// The first monotonic time whose cluster time, with these offsets, is at or after `target`
-/// (the cluster time never decreases with the monotonic clock); None if no i64 time is.
-fn first_monotonic_at(target: i64, slow_offset_us: i64, trusted_offset_us: i64) -> Option<i64> {
-    if target == i64::MIN {
-        return Some(i64::MIN); // every cluster time is
-    }
-    let target = i128::from(target);
-    let in_range = |m: i128| i64::try_from(m.max(i128::from(i64::MIN))).ok();
-    // clamp(m + trusted) >= target exactly when m + trusted >= target (an i64 above i64::MIN).
-    let trusted = in_range(target - i128::from(trusted_offset_us));
-    // clamp(slow(m) + slow_offset) >= target likewise: slow(m) >= wanted, slow non-decreasing
-    // at 9/10 speed, so 10/9 of `wanted` is within two of the answer.
-    let wanted = target - i128::from(slow_offset_us);
-    let slow_line = (wanted <= slow(i64::MAX)).then(|| {
-        let mut m =
-            clamp_i64(wanted * LEAD_DECAY_DIVISOR as i128 / (LEAD_DECAY_DIVISOR - 1) as i128);
-        while slow(m) < wanted {
-            m += 1;
-        }
-        while m > i64::MIN && slow(m - 1) >= wanted {
-            m -= 1;
-        }
-        m
-    });
-    match (trusted, slow_line) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
 impl ClusterClock {
-    /// The monotonic times whose cluster time is in `[start_unix_us, end_unix_us)` with the
-    /// offsets as they are now; empty if the clock has not started or a bound is past every
-    /// monotonic time.
-    pub fn span_of(&self, start_unix_us: i64, end_unix_us: i64) -> MonotonicSpan {
-        let slow_offset_us = self.slow_offset_us.load(Ordering::Relaxed);
-        let trusted_offset_us = self.trusted_offset_us.load(Ordering::Relaxed);
-        if trusted_offset_us == NOT_STARTED || slow_offset_us == NOT_STARTED {
-            return MonotonicSpan::EMPTY;
-        }
-        let first_at = |target| first_monotonic_at(target, slow_offset_us, trusted_offset_us);
-        match (first_at(start_unix_us), first_at(end_unix_us)) {
-            (Some(from_us), Some(until_us)) => MonotonicSpan {
-                slow_offset_us,
-                trusted_offset_us,
-                from_us,
-                until_us,
-            },
-            _ => MonotonicSpan::EMPTY,
-        }
-    }
-
-    /// Whether `read_monotonic(monotonic_us)` lies in `span`: exactly that while both offsets
-    /// are the ones `span` was made with, false once either moved.
-    #[inline]
-    pub fn holds(&self, span: &MonotonicSpan, monotonic_us: i64) -> bool {
-        span.from_us <= monotonic_us
-            && monotonic_us < span.until_us
-            && self.trusted_offset_us.load(Ordering::Relaxed) == span.trusted_offset_us
-            && self.slow_offset_us.load(Ordering::Relaxed) == span.slow_offset_us
-    }
-
     /// Not started; the first `read` or `start` starts it.
     pub const fn new() -> ClusterClock {
         ClusterClock {
@@ -334,6 +249,26 @@ impl ClusterClock {
             offset_for(wall_unix_us, i128::from(monotonic_us)),
             Ordering::Relaxed,
         );
+    }
+
+    /// The lead line's offset and the trusted wall reading's, as they are now (the hot path's
+    /// span of a tick is made for them: `monotonic_span`).
+    #[inline]
+    pub(crate) fn offsets(&self) -> (i64, i64) {
+        (
+            self.slow_offset_us.load(Ordering::Relaxed),
+            self.trusted_offset_us.load(Ordering::Relaxed),
+        )
+    }
+
+    /// A started clock with these offsets.
+    #[cfg(test)]
+    pub(crate) fn with_offsets(slow_offset_us: i64, trusted_offset_us: i64) -> ClusterClock {
+        let c = ClusterClock::new();
+        c.slow_offset_us.store(slow_offset_us, Ordering::Relaxed);
+        c.trusted_offset_us
+            .store(trusted_offset_us, Ordering::Relaxed);
+        c
     }
 
     /// Whether `start` or `read` has run.
@@ -572,75 +507,6 @@ mod tests {
             ],
             1..300,
         )
-    }
-
-    /// A started clock with these offsets.
-    fn clock_with(slow_offset_us: i64, trusted_offset_us: i64) -> ClusterClock {
-        let c = ClusterClock::new();
-        c.slow_offset_us.store(slow_offset_us, Ordering::Relaxed);
-        c.trusted_offset_us
-            .store(trusted_offset_us, Ordering::Relaxed);
-        c
-    }
-
-    #[test]
-    fn a_span_holds_nothing_before_the_start_or_once_an_offset_moved() {
-        let c = ClusterClock::new();
-        let span = c.span_of(WALL0, WALL0 + 1_000);
-        assert_eq!(span, MonotonicSpan::EMPTY);
-        assert!(!c.holds(&span, 0));
-        c.start(WALL0, MONO0, i64::MIN);
-        let span = c.span_of(WALL0, WALL0 + 1_000);
-        assert!(c.holds(&span, MONO0));
-        assert!(c.holds(&span, MONO0 + 999));
-        assert!(!c.holds(&span, MONO0 + 1_000));
-        // The lead line runs at 9/10 speed: a microsecond earlier may read the same.
-        assert!(!c.holds(&span, MONO0 - 2));
-        c.raise_to(WALL0 + 500, MONO0);
-        assert!(!c.holds(&span, MONO0));
-        assert!(!c.holds(&MonotonicSpan::EMPTY, 0));
-    }
-
-    fn offset() -> impl Strategy<Value = i64> {
-        prop_oneof![
-            4 => WALL0 - 10 * YEAR..WALL0 + 10 * YEAR,
-            1 => Just(NOT_STARTED + 2),
-            1 => any::<i64>().prop_filter("a started offset", |o| *o > NOT_STARTED + 1),
-        ]
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(512))]
-
-        /// A span holds a monotonic time exactly when the cluster time read from it lies in
-        /// the span's Unix µs, around both bounds and anywhere, at every offset.
-        #[test]
-        fn a_span_holds_the_times_whose_cluster_time_is_in_it(
-            slow_offset in offset(),
-            trusted_offset in offset(),
-            mono in prop_oneof![4 => 0i64..1_000 * YEAR, 1 => any::<i64>()],
-            width in prop_oneof![1i64..2_000_000, Just(1)],
-            starts_before in 0i64..3_000_000,
-            probes in proptest::collection::vec(-3i64..3, 8),
-        ) {
-            let c = clock_with(slow_offset, trusted_offset);
-            let at = c.read_monotonic(mono).unwrap();
-            let start = at.saturating_sub(starts_before);
-            let end = start.saturating_add(width);
-            let span = c.span_of(start, end);
-            let inside = |m: i64| (start..end).contains(&c.read_monotonic(m).unwrap());
-            let mut points = vec![mono, span.from_us, span.until_us];
-            for (i, d) in probes.iter().enumerate() {
-                let base = if i % 2 == 0 { span.from_us } else { span.until_us };
-                points.push(base.saturating_add(*d));
-            }
-            for m in points {
-                prop_assert_eq!(c.holds(&span, m), inside(m), "at {}: {:?}", m, span);
-            }
-            if span != MonotonicSpan::EMPTY {
-                prop_assert_eq!(c.holds(&span, mono), inside(mono));
-            }
-        }
     }
 
     proptest! {

@@ -6,6 +6,8 @@
 //! - [`sequence_options`]: a preset plus per-field overrides into a validated layout (§2, §6).
 //! - [`generator`]: one backend's tick + counter state machine over an injected clock (§3).
 //! - [`cluster_clock`]: the cluster's forward-only clock over four atomics (§3).
+//! - [`monotonic_span`]: the monotonic times whose cluster time lies in a tick, which the ID hot
+//!   path tests its clock reading against (§3.2).
 //! - [`worker_ids`]: worker ids per worker width, shared when they run out (§4).
 //! - [`tick_claims`]: the ticks a session owns on its worker id, which keep the sessions of one
 //!   id apart (§2.3, §4).
@@ -29,6 +31,7 @@ pub mod cluster_clock;
 pub mod floor;
 pub mod generator;
 pub mod layout;
+pub mod monotonic_span;
 pub mod names;
 pub mod partitions;
 pub mod protocol;
