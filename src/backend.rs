@@ -57,27 +57,14 @@ struct Issuer {
     /// The tick the clock was last in: the hot path finds the tick of a time in it without
     /// the 128-bit division of `Layout::tick_at`.
     window: TickWindow,
-    /// The tick of the last ID while IDs may continue it without `issue` (the clock was in it,
-    /// the wall clock read there and its end reserved), with the monotonic times whose cluster
-    /// time is in it. Holds no time while `issue` decides (also after it raised an error).
-    open: OpenTick,
+    /// While IDs may continue the last ID's tick without `issue` (the clock was in it, the
+    /// wall clock read there and its end reserved): the monotonic times whose cluster time is in
+    /// that tick, `window`'s. Holds no time while `issue` decides (also after it raised an
+    /// error), which alone changes `window`.
+    open: MonotonicSpan,
     /// `snowflake_id.max_lead` as last read (ms) and that lead in ticks of this layout; None
     /// before the first ID.
     lead: Option<(i32, u64)>,
-}
-
-/// A tick IDs may continue without `issue`, while the cluster clock is in it (`Issuer::open`).
-#[derive(Clone, Copy)]
-struct OpenTick {
-    tick: u64,
-    clock_in_tick: MonotonicSpan,
-}
-
-impl OpenTick {
-    const NONE: OpenTick = OpenTick {
-        tick: 0,
-        clock_in_tick: MonotonicSpan::EMPTY,
-    };
 }
 
 /// A worker id this backend uses from its first ID of a sequence of that space until it exits.
@@ -412,7 +399,7 @@ fn new_issuer(
         last_id: None,
         wall_checked_tick: None,
         window: TickWindow::EMPTY,
-        open: OpenTick::NONE,
+        open: MonotonicSpan::EMPTY,
         lead: None,
     }
 }
@@ -438,13 +425,10 @@ impl Issuer {
     /// done per ID.
     #[inline]
     fn next_in_last_tick(&mut self, shared: &SharedState) -> Option<(u64, u64)> {
-        let OpenTick {
-            tick,
-            clock_in_tick,
-        } = self.open;
-        if !shared.clock_in(&clock_in_tick) {
+        if !shared.clock_in(&self.open) {
             return None;
         }
+        let tick = self.window.tick;
         let sequence = self.generator.next_in_last_tick(tick)?;
         Some((tick, sequence))
     }
@@ -454,10 +438,7 @@ impl Issuer {
     /// and `clock_tick` read the wall clock in the clock's tick.
     fn open_tick(&mut self, shared: &SharedState, tick: u64) {
         if self.window.tick == tick {
-            self.open = OpenTick {
-                tick,
-                clock_in_tick: shared.clock_span(&self.window),
-            };
+            self.open = shared.clock_span(&self.window);
         }
     }
 
@@ -557,7 +538,7 @@ fn issue(
     issuer: &mut Issuer,
     floor: &mut DatabaseFloor,
 ) -> (u64, u64) {
-    issuer.open = OpenTick::NONE;
+    issuer.open = MonotonicSpan::EMPTY;
     let max_lead = issuer.lead_ticks(layout);
     loop {
         let (now, now_tick) = issuer.clock_tick(shared, name, layout);

@@ -485,7 +485,8 @@ impl FloorWrites {
         let slot = self
             .slot_of(relations)
             .unwrap_or_else(|| self.slot_to_take(relations));
-        slot.database.store(this_database(), Ordering::Relaxed);
+        slot.database
+            .store(this_database().to_u32(), Ordering::Relaxed);
         slot.relation
             .store(relations.floor.to_u32(), Ordering::Relaxed);
         slot.newest_value.store(newest.value, Ordering::Relaxed);
@@ -502,7 +503,7 @@ impl FloorWrites {
     /// The slots this database's relation may use: a few from its hash on.
     fn candidates(&self, relations: &FloorRelations) -> impl Iterator<Item = &FloorWriteSlot> {
         // A multiplicative hash: database and relation OIDs are small and close together.
-        let key = (u64::from(this_database()) << 32 | u64::from(relations.floor.to_u32()))
+        let key = (u64::from(this_database().to_u32()) << 32 | u64::from(relations.floor.to_u32()))
             .wrapping_mul(0x9E37_79B9_7F4A_7C15)
             >> 40;
         (0..FLOOR_PROBES).map(move |probe| &self.slots[(key as usize + probe) % FLOOR_WRITE_SLOTS])
@@ -511,7 +512,7 @@ impl FloorWrites {
     /// The slot holding this relation's writes, if any.
     fn slot_of(&self, relations: &FloorRelations) -> Option<&FloorWriteSlot> {
         self.candidates(relations).find(|slot| {
-            slot.database.load(Ordering::Relaxed) == this_database()
+            slot.database.load(Ordering::Relaxed) == this_database().to_u32()
                 && slot.relation.load(Ordering::Relaxed) == relations.floor.to_u32()
         })
     }
@@ -530,9 +531,10 @@ impl FloorWrites {
 /// How many slots, from its hash on, a relation's writes may take.
 const FLOOR_PROBES: usize = 8;
 
-fn this_database() -> u32 {
+/// This backend's database.
+pub(crate) fn this_database() -> pg_sys::Oid {
     // SAFETY: a backend-local value set when the backend connected to its database.
-    unsafe { pg_sys::MyDatabaseId }.to_u32()
+    unsafe { pg_sys::MyDatabaseId }
 }
 
 /// This cluster and its timeline, as the writer relation stores them

@@ -45,6 +45,7 @@ use pgrx::prelude::*;
 use snowflake_id_core::layout::Layout;
 
 use crate::catalog::{self, CatalogTable, RowVersion, MAX_NAME_BYTES};
+use crate::database_floor::this_database;
 use crate::shared_memory::{
     self, with_lwlock, Directory, DirectoryEntry, FloorRelations, NamedLayout, DIRECTORY_DATABASES,
     DIRECTORY_LAYOUTS,
@@ -53,6 +54,16 @@ use crate::shared_memory::{
 impl NamedLayout {
     fn name(&self) -> &[u8] {
         &self.name[..usize::from(self.length)]
+    }
+}
+
+impl DirectoryEntry {
+    /// The layout it holds of sequence `name`.
+    fn layout_of(&self, name: &str) -> Option<&NamedLayout> {
+        self.layouts
+            .iter()
+            .flatten()
+            .find(|l| l.name() == name.as_bytes())
     }
 }
 
@@ -236,11 +247,9 @@ pub fn catalog_table() -> CatalogTable {
 pub fn layout(catalog: &CatalogTable, name: &str) -> Option<(Layout, RowVersion)> {
     let directory = &shared_memory::state().directory;
     let found = directory.trusted(|entry| {
-        let layouts = (entry.catalog.oid() == catalog.oid()).then_some(&entry.layouts)?;
-        let stored = layouts
-            .iter()
-            .flatten()
-            .find(|l| l.name() == name.as_bytes())?;
+        let stored = (entry.catalog.oid() == catalog.oid())
+            .then(|| entry.layout_of(name))
+            .flatten()?;
         Some((stored.layout, stored.row))
     });
     if found.is_some() {
@@ -250,11 +259,7 @@ pub fn layout(catalog: &CatalogTable, name: &str) -> Option<(Layout, RowVersion)
     let (layout, row) = catalog::load_layout(catalog, name)?;
     if let (Some(generation), false) = (generation, row.inserted_by_this_transaction()) {
         directory.remember(generation, catalog, |entry| {
-            let known = entry
-                .layouts
-                .iter()
-                .flatten()
-                .any(|l| l.name() == name.as_bytes());
+            let known = entry.layout_of(name).is_some();
             let free = entry.layouts.iter_mut().find(|l| l.is_none());
             if let (false, true, Some(free)) = (known, catalog::name_fits(name), free) {
                 let mut stored = NamedLayout {
@@ -484,9 +489,4 @@ fn floor_is_in_place((relations, namespace): (FloorRelations, pg_sys::Oid)) -> b
         pg_sys::relation_close(opened, pg_sys::NoLock as pg_sys::LOCKMODE);
         in_place
     }
-}
-
-fn this_database() -> pg_sys::Oid {
-    // SAFETY: a backend-local value set when the backend connected to its database.
-    unsafe { pg_sys::MyDatabaseId }
 }
