@@ -25,7 +25,7 @@ use snowflake_id_core::renewal::RenewalPolicy;
 
 use crate::catalog::{self, CatalogTable, Extension};
 use crate::errors;
-use crate::extension_directory;
+use crate::extension_directory::{self, this_database};
 use crate::privileges::as_owner;
 use crate::reservation::{renewal_policy, ClusterReservation};
 use crate::shared_memory::{
@@ -530,12 +530,6 @@ impl FloorWrites {
 
 /// How many slots, from its hash on, a relation's writes may take.
 const FLOOR_PROBES: usize = 8;
-
-/// This backend's database.
-pub(crate) fn this_database() -> pg_sys::Oid {
-    // SAFETY: a backend-local value set when the backend connected to its database.
-    unsafe { pg_sys::MyDatabaseId }
-}
 
 /// This cluster and its timeline, as the writer relation stores them
 /// (`snowflake_id_core::floor::writer_identity`). Called only outside recovery: no ID is issued

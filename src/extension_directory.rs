@@ -45,7 +45,6 @@ use pgrx::prelude::*;
 use snowflake_id_core::layout::Layout;
 
 use crate::catalog::{self, CatalogTable, RowVersion, MAX_NAME_BYTES};
-use crate::database_floor::this_database;
 use crate::shared_memory::{
     self, with_lwlock, Directory, DirectoryEntry, FloorRelations, NamedLayout, DIRECTORY_DATABASES,
     DIRECTORY_LAYOUTS,
@@ -489,4 +488,10 @@ fn floor_is_in_place((relations, namespace): (FloorRelations, pg_sys::Oid)) -> b
         pg_sys::relation_close(opened, pg_sys::NoLock as pg_sys::LOCKMODE);
         in_place
     }
+}
+
+/// This backend's database.
+pub(crate) fn this_database() -> pg_sys::Oid {
+    // SAFETY: a backend-local value set when the backend connected to its database.
+    unsafe { pg_sys::MyDatabaseId }
 }
