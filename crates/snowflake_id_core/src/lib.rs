@@ -15,6 +15,8 @@
 //! - [`renewal`]: when the reservation is renewed, by whom and to where (§5.1, §5.2).
 //! - [`floor`]: what a backend knows of its database's floor relation, and when it reads,
 //!   raises and flushes it (§5.3).
+//! - [`directory_trust`]: when a backend may trust the server's directory of extensions, or
+//!   leave there what it looked up: the writers followed and the generation (§6).
 //! - [`protocol`]: a server's start and clean shutdown, the steps before the first ID of a tick,
 //!   the worker's renewal, raising the floor and a promotion's start, over traits the extension implements with PostgreSQL and
 //!   the model checker in memory (§5).
@@ -28,6 +30,7 @@
 
 pub mod base32;
 pub mod cluster_clock;
+pub mod directory_trust;
 pub mod floor;
 pub mod generator;
 pub mod layout;
