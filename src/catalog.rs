@@ -179,6 +179,11 @@ impl Extension {
         })
     }
 
+    /// The relations its scripts registered, wherever they are now.
+    pub fn registered(&self) -> &[pg_sys::Oid] {
+        &self.registered
+    }
+
     /// Whether `relation` is one of the extension's registered members (see [`Self::member`]).
     pub fn registers(&self, relation: pg_sys::Oid) -> bool {
         self.registered.contains(&relation)

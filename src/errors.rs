@@ -486,6 +486,23 @@ pub fn maintenance_of_the_state(relation: &str) -> Error {
     )
 }
 
+/// A publication would publish the extension's catalog table (`publications.rs`).
+pub fn publication_of_the_state(publication: &str, table: &str) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        format!(
+            "publication {publication} would publish {table}, snowflake_id's state: a \
+             subscriber's sessions would not follow what its apply worker writes there"
+        ),
+        Some(
+            "Publish your own tables (FOR TABLE ..., or FOR TABLES IN SCHEMA public), and \
+             create the sequences on each node with snowflake_create_sequence (see \
+             \"Logical replication\" in snowflake_id's docs/reference.md)."
+                .into(),
+        ),
+    )
+}
+
 /// snowflake_id was called from inside one of its own catalog lookups.
 pub fn reentered() -> Error {
     Error::new(

@@ -7,18 +7,18 @@
 //! what it found for the next one.
 //!
 //! An entry is trusted only while both of these hold (checked before each use):
-//! - The directory's generation is the one its lookups began at. Every transaction that
-//!   writes the extension's state (below) bumps the generation once its commit is visible
-//!   (`forget_at_commit`), and a lookup reads the generation before it takes the catalog
-//!   snapshot it reads with: a lookup that could still see a row as it was read the generation
-//!   before the bump, so what it leaves is never trusted after it. A writing transaction that
-//!   is prepared (two-phase commit, as Citus runs its workers' part) commits
-//!   in another session, where no callback of ours runs: from its `PREPARE` until it is no
-//!   longer in progress nothing of its database is trusted or left here, and the first lookup
-//!   after that bumps the generation.
+//! - The directory's trust rule (`snowflake_id_core::directory_trust`, model-checked) gives the
+//!   generation its lookups began at: every transaction that writes the extension's state
+//!   (below) is followed from its pre-commit (or pre-prepare) callback until the proc array no
+//!   longer lists it, nothing of its database is trusted or left meanwhile, and its end bumps
+//!   the generation before anything of its database is trusted again; the prepared
+//!   transactions a new shared memory finds (after a start, a crash or a promotion) are
+//!   followed too, whatever they wrote. A lookup reads the generation before it takes the
+//!   catalog snapshot it reads with, so what it leaves is never trusted after a change it
+//!   could not see.
 //! - The floor relation it names is still a sequence in the schema it was in: the relation
 //!   every first ID reads anyway (`database_floor.rs`), opened here first, so the check costs
-//!   nothing more. `DROP EXTENSION` drops it (and OIDs are not reused before the counter wraps
+//!   nothing. `DROP EXTENSION` drops it (and OIDs are not reused before the counter wraps
 //!   around), so an extension created again is looked up again.
 //!
 //! Whatever changes the extension's state relations bumps the generation:
@@ -30,18 +30,19 @@
 //!
 //! A database whose catalog table is not in that schema (an extension older than 0.10.0, not
 //! updated yet) is never here. During recovery nothing is trusted or left here: a standby
-//! replays what its hooks never see. Not seen: a superuser's logical replication into the
-//! catalog table (its apply worker starts no executor plan), whose first row, `'default'`,
-//! conflicts with the subscriber's own anyway.
+//! replays what its hooks never see. A logical apply worker's writes are seen by no hook (it
+//! starts no executor plan): a publication that would publish the catalog table is refused
+//! (`publications.rs`).
 //!
 //! Rows of this backend's own transaction are never left here: they are not committed. And a
 //! transaction that wrote the state neither asks nor fills the directory until it ends.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use once_cell::sync::OnceCell;
 use pgrx::callbacks::{register_xact_callback, PgXactCallbackEvent};
 use pgrx::prelude::*;
+use snowflake_id_core::directory_trust::{Off, Server, Writer};
 use snowflake_id_core::layout::Layout;
 
 use crate::catalog::{self, CatalogTable, RowVersion, MAX_NAME_BYTES};
@@ -49,6 +50,7 @@ use crate::shared_memory::{
     self, with_lwlock, Directory, DirectoryEntry, FloorRelations, NamedLayout, DIRECTORY_DATABASES,
     DIRECTORY_LAYOUTS,
 };
+use crate::subtransaction;
 
 impl NamedLayout {
     fn name(&self) -> &[u8] {
@@ -69,23 +71,52 @@ impl DirectoryEntry {
 impl Directory {
     /// `read` of this database's entry, when it is trusted (see the module's comment).
     fn trusted<T>(&self, read: impl FnOnce(&DirectoryEntry) -> Option<T>) -> Option<T> {
-        if !self.settled() {
+        let Ok(generation) = self.open() else {
+            self.count_lookup();
             return None;
-        }
-        let generation = self.generation.load(Ordering::Acquire);
+        };
         let database = this_database();
-        let (floor, found) = with_lwlock(&self.lock, pg_sys::LWLockMode::LW_SHARED, || {
+        let held = with_lwlock(&self.lock, pg_sys::LWLockMode::LW_SHARED, || {
             // SAFETY: entries are read under the lock held shared and written under it held
             // exclusively, so no write is under way.
             let entries = unsafe { &*self.entries.get() };
-            let entry = entries
-                .iter()
-                .flatten()
-                .find(|entry| entry.database == database && entry.generation == generation)?;
-            Some((entry.floor?, read(entry)?))
-        })?;
+            let (slot, entry) = entries.iter().enumerate().find_map(|(slot, entry)| {
+                entry
+                    .as_ref()
+                    .filter(|entry| entry.database == database && entry.generation == generation)
+                    .map(|entry| (slot, entry))
+            })?;
+            Some((slot, entry.floor?, read(entry)?))
+        });
         // Outside the lock: opening a relation may wait for its lock and read pg_class.
-        floor_is_in_place(floor).then_some(found)
+        match held {
+            Some((slot, floor, found)) if floor_is_in_place(floor) => {
+                self.answered[slot].fetch_add(1, Ordering::Relaxed);
+                Some(found)
+            }
+            _ => {
+                self.count_lookup();
+                None
+            }
+        }
+    }
+
+    /// Counts a lookup that reads the catalogs, for this database's entry if it has one.
+    fn count_lookup(&self) {
+        if let Some(slot) = self.slot_of(this_database()) {
+            self.looked_up[slot].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The entry that `database` holds, whatever its generation.
+    fn slot_of(&self, database: pg_sys::Oid) -> Option<usize> {
+        with_lwlock(&self.lock, pg_sys::LWLockMode::LW_SHARED, || {
+            // SAFETY: read under the lock held shared (see `trusted`).
+            let entries = unsafe { &*self.entries.get() };
+            entries
+                .iter()
+                .position(|entry| entry.is_some_and(|entry| entry.database == database))
+        })
     }
 
     /// Writes into this database's entry what lookups that began at `generation` found in the
@@ -104,8 +135,7 @@ impl Directory {
         }
         let database = this_database();
         with_lwlock(&self.lock, pg_sys::LWLockMode::LW_EXCLUSIVE, || {
-            let current = self.generation.load(Ordering::Acquire);
-            if current != generation {
+            if !self.trust.is_current(generation) {
                 return;
             }
             // SAFETY: the lock is held exclusively: no other reference to the entries exists.
@@ -117,9 +147,13 @@ impl Directory {
                 .or_else(|| {
                     entries
                         .iter()
-                        .position(|entry| entry.is_some_and(|entry| entry.generation != current))
+                        .position(|entry| entry.is_some_and(|entry| entry.generation != generation))
                 })
                 .unwrap_or(database.to_u32() as usize % DIRECTORY_DATABASES);
+            if entries[slot].is_none_or(|entry| entry.database != database) {
+                self.answered[slot].store(0, Ordering::Relaxed);
+                self.looked_up[slot].store(0, Ordering::Relaxed);
+            }
             let entry = match &mut entries[slot] {
                 Some(entry)
                     if entry.database == database
@@ -144,50 +178,21 @@ impl Directory {
     /// snapshot, so that the lookup sees every change whose commit bumped the generation
     /// before it was read.
     fn begin_lookup(&self) -> Option<u64> {
-        if !self.settled() {
-            return None;
-        }
-        let generation = self.generation.load(Ordering::Acquire);
+        let generation = self.open().ok()?;
         // SAFETY: drops this backend's catalog snapshot; the next catalog read takes a new one
         // (scans under way hold registered copies of theirs).
         unsafe { pg_sys::InvalidateCatalogSnapshot() };
         Some(generation)
     }
 
-    /// Whether the directory may be used now: not in recovery, not in a transaction that wrote
-    /// the extension's state, and no prepared writing transaction of this database pending; one
-    /// that ended (committed or rolled back) since is forgotten, and bumps the generation.
-    fn settled(&self) -> bool {
-        // A standby (or a server in archive recovery) replays changes that no hook of its own
-        // sees: nothing is trusted or left here until it leaves recovery.
-        // SAFETY: a plain read of a backend-local flag (shared memory once it changed).
-        let in_recovery = unsafe { pg_sys::RecoveryInProgress() };
-        if in_recovery
-            || self.overflowed.load(Ordering::Acquire)
-            || STATE_WRITTEN.load(Ordering::Relaxed)
-        {
-            return false;
-        }
-        let database = u64::from(this_database().to_u32());
-        self.prepared.iter().all(|slot| {
-            let held = slot.load(Ordering::Acquire);
-            if held == 0 || held >> 32 != database {
-                return true;
-            }
-            let xid = pg_sys::TransactionId::from_inner(held as u32);
-            // SAFETY: asks the proc array about a transaction id; a prepared transaction is in
-            // progress until COMMIT PREPARED or ROLLBACK PREPARED ends it.
-            if unsafe { pg_sys::TransactionIdIsInProgress(xid) } {
-                return false;
-            }
-            if slot
-                .compare_exchange(held, 0, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                self.generation.fetch_add(1, Ordering::AcqRel);
-            }
-            true
-        })
+    /// The generation at which this database's entry may be used now, or why it may not
+    /// (the core's rule over this server).
+    fn open(&self) -> Result<u64, Off> {
+        self.trust.open_for(
+            this_database().to_u32(),
+            STATE_WRITTEN.load(Ordering::Relaxed),
+            &ThisServer,
+        )
     }
 
     /// Whether `relation` is the catalog table or a floor relation of this database's entry.
@@ -208,20 +213,116 @@ impl Directory {
                 })
         })
     }
+}
 
-    /// Follows this transaction, about to be prepared, until it ends (see `settled`).
-    fn hold_until_ended(&self) {
-        // SAFETY: plain reads of this backend's database and transaction id (none, 0, when
-        // nothing was written after all: then it counts as ended at once).
-        let xid = unsafe { pg_sys::GetTopTransactionIdIfAny() }.into_inner();
-        let held = u64::from(this_database().to_u32()) << 32 | u64::from(xid);
-        let noted = self.prepared.iter().any(|slot| {
-            slot.compare_exchange(0, held, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
+/// One database's part of the directory, for `snowflake_directory()`.
+pub struct DatabaseStatus {
+    pub database: pg_sys::Oid,
+    /// Whether it holds an entry of the current generation.
+    pub current: bool,
+    /// The layouts its entry holds.
+    pub layouts: usize,
+    pub answered: u64,
+    pub looked_up: u64,
+    /// Why the directory is off for it now.
+    pub off: Option<Off>,
+}
+
+/// Every database that holds an entry, and this one: what the entry holds, the lookups it
+/// answered and those that read the catalogs, and why the directory is off for it, if it is.
+pub fn status() -> Vec<DatabaseStatus> {
+    let directory = &shared_memory::state().directory;
+    let held = with_lwlock(&directory.lock, pg_sys::LWLockMode::LW_SHARED, || {
+        // SAFETY: read under the lock held shared (see `trusted`).
+        let entries = unsafe { &*directory.entries.get() };
+        entries
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, entry)| Some((slot, (*entry)?)))
+            .map(|(slot, entry)| {
+                (
+                    entry.database,
+                    entry.generation,
+                    entry.layouts.iter().flatten().count(),
+                    directory.answered[slot].load(Ordering::Relaxed),
+                    directory.looked_up[slot].load(Ordering::Relaxed),
+                )
+            })
+            .collect::<Vec<_>>()
+    });
+    let this = this_database();
+    let mut rows: Vec<DatabaseStatus> = held
+        .into_iter()
+        .map(|(database, generation, layouts, answered, looked_up)| {
+            let open = directory.trust.open_for(
+                database.to_u32(),
+                database == this && STATE_WRITTEN.load(Ordering::Relaxed),
+                &ThisServer,
+            );
+            DatabaseStatus {
+                database,
+                current: open == Ok(generation),
+                layouts,
+                answered,
+                looked_up,
+                off: open.err(),
+            }
+        })
+        .collect();
+    if !rows.iter().any(|row| row.database == this) {
+        rows.push(DatabaseStatus {
+            database: this,
+            current: false,
+            layouts: 0,
+            answered: 0,
+            looked_up: 0,
+            off: directory.open().err(),
         });
-        if !noted {
-            self.overflowed.store(true, Ordering::Release);
-        }
+    }
+    rows
+}
+
+/// The server as the directory's trust rule asks about it.
+struct ThisServer;
+
+impl Server for ThisServer {
+    fn in_recovery(&self) -> bool {
+        // SAFETY: a plain read of a backend-local flag (shared memory once it changed).
+        unsafe { pg_sys::RecoveryInProgress() }
+    }
+
+    fn in_progress(&self, xid: u32) -> bool {
+        // SAFETY: asks the proc array about a transaction id; a prepared transaction is in
+        // progress until COMMIT PREPARED or ROLLBACK PREPARED ends it.
+        unsafe { pg_sys::TransactionIdIsInProgress(pg_sys::TransactionId::from_inner(xid)) }
+    }
+
+    /// From `pg_prepared_xact()`, the function behind `pg_prepared_xacts`, schema-qualified;
+    /// None when it could not be read (the directory then stays off and asks again).
+    fn prepared_transactions(&self) -> Option<Vec<Writer>> {
+        subtransaction::run(|| {
+            Spi::connect(|client| {
+                client
+                    .select(
+                        "SELECT transaction::text::bigint, dbid::bigint \
+                         FROM pg_catalog.pg_prepared_xact()",
+                        None,
+                        &[],
+                    )?
+                    .map(|row| {
+                        let xid = row.get::<i64>(1)?.unwrap_or_default();
+                        let database = row.get::<i64>(2)?.unwrap_or_default();
+                        Ok(Writer {
+                            database: database as u32,
+                            xid: xid as u32,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, pgrx::spi::Error>>()
+            })
+            .ok()
+        })
+        .ok()
+        .flatten()
     }
 }
 
@@ -441,30 +542,62 @@ unsafe extern "C-unwind" fn forget_internal_namespace(
     INTERNAL_NAMESPACE.store(0, Ordering::Relaxed);
 }
 
-/// This transaction wrote the extension's state: the directory's generation is bumped once its
-/// commit is visible, or, when it is prepared, once it ended (`Directory::settled`).
+/// This transaction wrote the extension's state: the directory's rule follows it from its
+/// pre-commit or pre-prepare callback (before its commit can be visible) until it ends, and its
+/// commit bumps the generation.
 fn forget_at_commit() {
     if STATE_WRITTEN.swap(true, Ordering::Relaxed) {
         return;
     }
+    let follow = || {
+        let writer = this_writer();
+        FOLLOWED_XID.store(writer.xid, Ordering::Relaxed);
+        if let Some(shared) = shared_memory::try_state() {
+            shared.directory.trust.follow(writer);
+        }
+    };
+    register_xact_callback(PgXactCallbackEvent::PreCommit, follow);
+    register_xact_callback(PgXactCallbackEvent::PrePrepare, follow);
     register_xact_callback(PgXactCallbackEvent::Commit, || {
         STATE_WRITTEN.store(false, Ordering::Relaxed);
         if let Some(shared) = shared_memory::try_state() {
-            shared.directory.generation.fetch_add(1, Ordering::AcqRel);
+            shared.directory.trust.committed(followed_writer());
         }
     });
     register_xact_callback(PgXactCallbackEvent::Abort, || {
-        STATE_WRITTEN.store(false, Ordering::Relaxed)
-    });
-    register_xact_callback(PgXactCallbackEvent::PrePrepare, || {
+        STATE_WRITTEN.store(false, Ordering::Relaxed);
         if let Some(shared) = shared_memory::try_state() {
-            shared.directory.hold_until_ended();
+            shared.directory.trust.aborted(followed_writer());
         }
     });
+    // A prepared transaction stays followed: it is in progress until it ends elsewhere.
     register_xact_callback(PgXactCallbackEvent::Prepare, || {
-        STATE_WRITTEN.store(false, Ordering::Relaxed)
+        STATE_WRITTEN.store(false, Ordering::Relaxed);
+        FOLLOWED_XID.store(0, Ordering::Relaxed);
     });
 }
+
+/// This transaction as a writer of this database (xid 0 while it has none: it wrote nothing).
+fn this_writer() -> Writer {
+    // SAFETY: a plain read of this backend's top-level transaction id.
+    let xid = unsafe { pg_sys::GetTopTransactionIdIfAny() }.into_inner();
+    Writer {
+        database: this_database().to_u32(),
+        xid,
+    }
+}
+
+/// The writer this backend's callbacks followed (its transaction id is read once, before the
+/// commit, not after it), taken: the next transaction follows its own.
+fn followed_writer() -> Writer {
+    Writer {
+        database: this_database().to_u32(),
+        xid: FOLLOWED_XID.swap(0, Ordering::Relaxed),
+    }
+}
+
+/// The transaction id this backend's pre-commit or pre-prepare callback followed (0: none).
+static FOLLOWED_XID: AtomicU32 = AtomicU32::new(0);
 
 /// Set while this backend's transaction has written the extension's state (`forget_at_commit`):
 /// the directory does not hold what the transaction sees (a sequence it dropped is still

@@ -3,9 +3,9 @@
 //! This crate is the PostgreSQL glue only (docs/design.md §7); everything that decides an ID's
 //! value is in the pure core crate `snowflake_id_core` (crates/snowflake_id_core).
 //! Glue files, named by what they face: `gucs`, `shared_memory`, `system_clock`, `cluster_time`,
-//! `reservation`, `reservation_worker`, `catalog`, `sequence_cache`, `database_floor`,
-//! `backend`, `citus`, `sql_api`, `stored_ids`, `subtransaction`, `privileges`, `maintenance`,
-//! `timestamps`, `errors`.
+//! `reservation`, `reservation_worker`, `catalog`, `extension_directory`, `sequence_cache`,
+//! `database_floor`, `backend`, `citus`, `sql_api`, `stored_ids`, `subtransaction`,
+//! `privileges`, `maintenance`, `publications`, `timestamps`, `errors`.
 
 use pgrx::prelude::*;
 
@@ -19,6 +19,7 @@ mod extension_directory;
 mod gucs;
 mod maintenance;
 mod privileges;
+mod publications;
 mod reservation;
 mod reservation_worker;
 mod sequence_cache;
@@ -46,7 +47,7 @@ mod sql_tests;
 // function is declared there, none by pgrx: `#[pg_extern(sql = false)]`); the update scripts
 // beside it carry a database made by an earlier release to the same objects.
 pgrx::extension_sql_file!(
-    "../sql/snowflake_id--0.12.0.sql",
+    "../sql/snowflake_id--0.13.0.sql",
     name = "install",
     bootstrap
 );

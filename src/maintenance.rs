@@ -18,6 +18,7 @@ use pgrx::PgList;
 
 use crate::catalog;
 use crate::errors;
+use crate::publications;
 
 /// The hook installed before ours, called after the check (set once, as `citus.rs` does).
 static PREVIOUS_PROCESS_UTILITY_HOOK: OnceCell<pg_sys::ProcessUtility_hook_type> = OnceCell::new();
@@ -51,6 +52,9 @@ unsafe extern "C-unwind" fn process_utility(
             errors::maintenance_of_the_state(&relation).raise();
         }
     }
+    // SAFETY: the statement's node tag, read before the command runs (it may change the tree).
+    let publishes = unsafe { (*statement).utilityStmt.as_ref() }
+        .is_some_and(|node| publications::may_publish_the_state(node.type_));
     // SAFETY: PostgreSQL's own arguments, passed on unchanged.
     unsafe {
         match PREVIOUS_PROCESS_UTILITY_HOOK.get().copied().flatten() {
@@ -75,6 +79,9 @@ unsafe extern "C-unwind" fn process_utility(
                 completion,
             ),
         }
+    }
+    if publishes {
+        publications::refuse_publishing_the_state();
     }
 }
 

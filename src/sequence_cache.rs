@@ -1,6 +1,6 @@
 //! This backend's cache of sequence layouts (docs/design.md §6): lookup by name (in the
 //! server's extension directory, else the catalog table), invalidation when the catalog table
-//! changes, and re-verification before the next use. It is the only
+//! changes, and re-verification (in the catalog table itself) before the next use. It is the only
 //! owner of that cycle; the per-sequence state a user keeps in it (the generators of
 //! `backend.rs`) is dropped when a sequence's layout changes.
 
@@ -10,7 +10,7 @@ use pgrx::prelude::*;
 use snowflake_id_core::layout::Layout;
 use snowflake_id_core::names::same_bytes;
 
-use crate::catalog::{CatalogTable, RowVersion};
+use crate::catalog::{self, CatalogTable, RowVersion};
 use crate::errors;
 use crate::extension_directory;
 
@@ -46,10 +46,12 @@ impl<S> SequenceCache<S> {
         }
     }
 
-    /// Where the catalog table is; notices a committed catalog change first.
+    /// Where the catalog table is; notices a committed catalog change first, after which the
+    /// catalog table is found again in the catalogs themselves (not in the directory: a
+    /// session's re-check never depends on the directory's rule).
     pub fn catalog_table(&mut self) -> &CatalogTable {
         if take_changed() {
-            self.catalog = None;
+            self.catalog = Some(watched(catalog::locate()));
             self.entries
                 .iter_mut()
                 .for_each(|entry| entry.verified = false);
@@ -95,7 +97,13 @@ impl<S> SequenceCache<S> {
             }
         }
         let catalog = *self.catalog_table();
-        let Some((layout, row)) = extension_directory::layout(&catalog, name) else {
+        // A re-check after an invalidation reads the catalog table itself; a first lookup may
+        // come from the directory.
+        let found = match position {
+            Some(_) => catalog::load_layout(&catalog, name),
+            None => extension_directory::layout(&catalog, name),
+        };
+        let Some((layout, row)) = found else {
             if let Some(position) = position {
                 self.entries.remove(position);
             }
@@ -134,7 +142,11 @@ impl<S> SequenceCache<S> {
 #[cold]
 #[inline(never)]
 fn locate_and_watch() -> CatalogTable {
-    let catalog = extension_directory::catalog_table();
+    watched(extension_directory::catalog_table())
+}
+
+/// `catalog`, watched for committed changes from now on.
+fn watched(catalog: CatalogTable) -> CatalogTable {
     watch(&catalog);
     catalog
 }

@@ -15,6 +15,7 @@ use once_cell::sync::OnceCell;
 use pgrx::prelude::*;
 
 use snowflake_id_core::cluster_clock::{ClusterClock, JumpPolicy};
+use snowflake_id_core::directory_trust::DirectoryTrust;
 use snowflake_id_core::layout::Layout;
 use snowflake_id_core::protocol;
 use snowflake_id_core::reservation as reservation_file;
@@ -122,24 +123,23 @@ pub const DIRECTORY_DATABASES: usize = 64;
 /// How many sequences' layouts a directory entry keeps; the first IDs of further sequences look
 /// their layouts up in the catalog table.
 pub const DIRECTORY_LAYOUTS: usize = 16;
-/// How many prepared transactions that wrote the extension's state the directory follows at
-/// once.
-pub const PREPARED_WRITERS: usize = 8;
+/// How many transactions that wrote the extension's state the directory follows at once
+/// (committing, or prepared, or prepared before the server started): beyond them it is off
+/// until shared memory starts again (`snowflake_id_core::directory_trust`).
+pub const DIRECTORY_WRITERS: usize = 256;
 
 /// The databases' extensions, as backends found them (`extension_directory.rs` reads and fills
-/// it): entries read under `lock` held shared, written under it held exclusively.
+/// it): entries read under `lock` held shared, written under it held exclusively; whether they
+/// may be trusted is `trust`'s rule.
 #[repr(C, align(64))]
 pub struct Directory {
     pub lock: AtomicPtr<pg_sys::LWLock>,
-    /// Bumped after the commit of every transaction that wrote the extension's state.
-    pub generation: AtomicU64,
-    /// Prepared transactions that wrote the extension's state, as `database << 32 | xid`
-    /// (0: free).
-    pub prepared: [AtomicU64; PREPARED_WRITERS],
-    /// Set when more were prepared at once than `prepared` holds: nothing is trusted any more
-    /// (until the server restarts).
-    pub overflowed: AtomicBool,
+    pub trust: DirectoryTrust<DIRECTORY_WRITERS>,
     pub entries: UnsafeCell<[Option<DirectoryEntry>; DIRECTORY_DATABASES]>,
+    /// Per entry, for `snowflake_directory()`: lookups its entry answered, and lookups that
+    /// read the catalogs instead while the database held it (both since the database took it).
+    pub answered: [AtomicU64; DIRECTORY_DATABASES],
+    pub looked_up: [AtomicU64; DIRECTORY_DATABASES],
 }
 
 /// A database's floor relations and their owner, as `database_floor.rs` found them.
@@ -176,10 +176,10 @@ impl Directory {
     fn new(lock: *mut pg_sys::LWLock) -> Directory {
         Directory {
             lock: AtomicPtr::new(lock),
-            generation: AtomicU64::new(0),
-            prepared: std::array::from_fn(|_| AtomicU64::new(0)),
-            overflowed: AtomicBool::new(false),
+            trust: DirectoryTrust::new(),
             entries: UnsafeCell::new([None; DIRECTORY_DATABASES]),
+            answered: std::array::from_fn(|_| AtomicU64::new(0)),
+            looked_up: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 }

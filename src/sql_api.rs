@@ -13,6 +13,7 @@ use crate::backend;
 use crate::catalog;
 use crate::citus;
 use crate::errors;
+use crate::extension_directory;
 use crate::gucs;
 use crate::privileges::{self, Caller};
 use crate::shared_memory;
@@ -370,6 +371,53 @@ fn snowflake_citus_forget_sequence(name: &str) {
     privileges::require(Caller::Superuser, "snowflake_citus_forget_sequence");
     shared_memory::require_preloaded();
     catalog::delete(&backend::catalog_table(), name);
+}
+
+/// The extension directory (docs/design.md §6), a row per database that holds an entry, and
+/// this database: whether its entry is of the current generation, the layouts it holds, the
+/// lookups it answered and those that read the catalogs instead, and why it is off, if it is.
+// The row type must be spelled out here: pgrx reads the `name!` columns from the signature.
+#[allow(clippy::type_complexity)]
+#[pg_extern(sql = false)]
+fn snowflake_directory() -> TableIterator<
+    'static,
+    (
+        name!(database_oid, pg_sys::Oid),
+        name!(database, Option<String>),
+        name!(current, bool),
+        name!(layouts, i32),
+        name!(answered, i64),
+        name!(looked_up, i64),
+        name!(off, Option<String>),
+    ),
+> {
+    shared_memory::require_preloaded();
+    let count = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
+    let rows: Vec<_> = extension_directory::status()
+        .into_iter()
+        .map(|row| {
+            // SAFETY: a syscache lookup of a database by OID (null when it was dropped); the
+            // name is copied at once.
+            let name = unsafe {
+                let name = pg_sys::get_database_name(row.database);
+                (!name.is_null()).then(|| {
+                    std::ffi::CStr::from_ptr(name)
+                        .to_string_lossy()
+                        .into_owned()
+                })
+            };
+            (
+                row.database,
+                name,
+                row.current,
+                row.layouts as i32,
+                count(row.answered),
+                count(row.looked_up),
+                row.off.map(|off| off.name().to_owned()),
+            )
+        })
+        .collect();
+    TableIterator::new(rows)
 }
 
 /// One row per worker id in use; the `snowflake_workers` view names the database. The first

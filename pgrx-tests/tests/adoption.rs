@@ -85,7 +85,7 @@ fn update_from_0_1_0_matches_a_fresh_install_and_keeps_sequences() {
     );
     assert_eq!(
         updated_objects.len(),
-        before_objects.len() + 29,
+        before_objects.len() + 30,
         "0.2.0 adds one function (snowflake_convert_column), 0.3.0 four (snowflake_currval, \
          snowflake_lastval, snowflake_to_base32, snowflake_from_base32), 0.4.0 three \
          (snowflake_citus_receive_sequence, snowflake_citus_forget_sequence, \
@@ -96,7 +96,7 @@ fn update_from_0_1_0_matches_a_fresh_install_and_keeps_sequences() {
          user_function, citus_receive_sequence, citus_forget_sequence, fingerprint, \
          catalog_guard, warn_of_stored_ids_ahead and stored_ids_ahead_of_new_indexes, the event \
          trigger snowflake_id_warn_of_stored_ids_ahead, snowflake_accept_floor); 0.12.0 drops \
-         one (warn_of_stored_ids_ahead)"
+         one (warn_of_stored_ids_ahead); 0.13.0 adds one (snowflake_directory)"
     );
 
     let sequences_after: Vec<String> = column(&mut old, SEQUENCES);

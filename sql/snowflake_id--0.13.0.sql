@@ -1,4 +1,4 @@
--- snowflake_id 0.11.0: the whole extension as this version defines it, each object once
+-- snowflake_id 0.13.0: the whole extension as this version defines it, each object once
 -- (docs/design.md §7). A fresh CREATE EXTENSION runs this file; a database made by an earlier
 -- release gets the same objects from the update scripts sql/snowflake_id--<from>--<to>.sql
 -- (pgrx-tests/tests/updates_match_a_fresh_install.rs compares the two from the catalog).
@@ -212,6 +212,19 @@ CREATE FUNCTION snowflake_stats() RETURNS TABLE (
 STRICT VOLATILE PARALLEL SAFE
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'snowflake_stats_wrapper';
+
+-- The extension directory of the server, per database (docs/design.md §6).
+CREATE FUNCTION snowflake_directory() RETURNS TABLE (
+    database_oid oid,
+    database text,
+    current boolean,
+    layouts integer,
+    answered bigint,
+    looked_up bigint,
+    off text
+)
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_directory_wrapper';
 
 CREATE FUNCTION snowflake_worker_slots() RETURNS TABLE (
     worker integer,
