@@ -101,14 +101,15 @@ private_apt() {
             -o Dir::Cache="$SOURCE_APT_DIR/cache" "$@"
 }
 
-# update_source_index: fetches the signed source indexes of trixie and sid, and trixie's binary
-# index for amd64 (for pgBackRest), into the private apt configuration (apt checks their
-# signatures against Debian's archive keyring).
+# update_source_index: fetches the signed source indexes of bookworm (PostgreSQL 15's
+# regression suites), trixie and sid, and trixie's binary index for amd64 (for pgBackRest), into
+# the private apt configuration (apt checks their signatures against Debian's archive keyring).
 update_source_index() {
     local mirror
     mirror=$(debian_mirror)
     mkdir -p "$SOURCE_APT_DIR/lists/partial" "$SOURCE_APT_DIR/cache/archives/partial"
     cat > "$SOURCE_APT_DIR/sources.list" <<SOURCES
+deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror bookworm main
 deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror trixie main
 deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror sid main
 deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror trixie main
@@ -119,6 +120,7 @@ SOURCES
 # ensure_source_index: update_source_index unless the indexes are already here.
 ensure_source_index() {
     { compgen -G "$SOURCE_APT_DIR/lists/*_dists_trixie_main_source_Sources*" \
+        && compgen -G "$SOURCE_APT_DIR/lists/*_dists_bookworm_main_source_Sources*" \
         && compgen -G "$SOURCE_APT_DIR/lists/*_dists_trixie_main_binary-amd64_Packages*"; } \
         >/dev/null || update_source_index
 }

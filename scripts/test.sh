@@ -10,6 +10,7 @@ source scripts/install-client-deps.sh
 source scripts/safe-install.sh
 source scripts/install-citus.sh
 source scripts/install-pgedge-snowflake.sh
+source scripts/regression-gate.sh
 install_everything
 install_client_deps
 install_cargo_nextest
@@ -96,6 +97,12 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
     install_pg_partman_from_source "$major"
 done
 
+# PostgreSQL's own regression suites of each major, for the gate below
+# (scripts/regression-gate.sh).
+for major in "${SUPPORTED_PG_MAJORS[@]}"; do
+    install_regression_suite "$major"
+done
+
 step_times+=("$((SECONDS - suite_started)) installs (everything above)")
 lint_started=$SECONDS
 step "cargo fmt --check"
@@ -163,11 +170,17 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
         "target/release/snowflake_id-pg$major$("$(pg_config_of "$major")" --sharedir)/extension/snowflake_id--$VERSION.sql"
     run_step "PostgreSQL $major: install $package" "$LOGS/pg$major-install.log" \
         install_package "$package"
+    gate=
     for group in alone others; do
         if [ "$group" = alone ]; then
             label="whole-cluster tests that run alone" filter='group(alone)'
         else
             label="whole-cluster and Citus $(citus_version_of "$major") tests" filter='not group(alone)'
+            # PostgreSQL's own suites with the installed library and without it, beside the
+            # tests that mostly wait on servers (not beside those that run alone).
+            regression_gate "$major" "$LOGS/pg$major-regress" > "$LOGS/pg$major-regress.log" 2>&1 &
+            gate=$!
+            gate_started=$SECONDS
         fi
         rm -f target/nextest/default/junit.xml
         PG_CONFIG=$(pg_config_of "$major") SNOWFLAKE_ID_PACKAGE=$PWD/$package \
@@ -179,6 +192,14 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
             --features citus --no-fail-fast -E "$filter"
         mv target/nextest/default/junit.xml "$LOGS/pg$major-$group-junit.xml" 2>/dev/null || true
     done
+    step "PostgreSQL $major: regression gate (its own suites with and without the library)"
+    if wait "$gate"; then
+        echo "regression gate: passed" >> "$LOGS/pg$major-regress.log"
+    else
+        failed_steps+=("PostgreSQL $major regression gate (log: $LOGS/pg$major-regress.log)")
+    fi
+    cat "$LOGS/pg$major-regress.log"
+    step_times+=("$((SECONDS - gate_started)) PostgreSQL $major: regression gate (beside the tests above)")
     # 0.10.0's released install script, which a test puts beside the package's files
     # (fixtures::install_release_script): no package owns it, so it goes when the tests are done.
     rm -f "$("$(pg_config_of "$major")" --sharedir)/extension/snowflake_id--0.10.0.sql"
@@ -224,6 +245,11 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
         report "PostgreSQL $major install script" 1 0
     else
         report "PostgreSQL $major install script" 0 1
+    fi
+    if grep -qs '^regression gate: passed$' "$LOGS/pg$major-regress.log"; then
+        report "PostgreSQL $major regression gate" 1 0
+    else
+        report "PostgreSQL $major regression gate" 0 1
     fi
     echo "PostgreSQL $major package:       $(tail -n 1 "$LOGS/pg$major-package.log")"
 done

@@ -51,6 +51,7 @@ use crate::shared_memory::{
     DIRECTORY_LAYOUTS,
 };
 use crate::subtransaction;
+use crate::unguarded;
 
 impl NamedLayout {
     fn name(&self) -> &[u8] {
@@ -457,14 +458,26 @@ unsafe extern "C-unwind" fn on_object_access(
 }
 
 /// A plan that writes a state relation (its result relations, data-modifying CTEs included)
-/// bumps the generation at its commit. Every statement of the server passes here: the plan's
-/// lists are read in place, and the schema's OID is kept (`internal_namespace`), so a statement
-/// that writes one table costs about a syscache hit more.
+/// bumps the generation at its commit. It counts once PostgreSQL started it, which checked the
+/// plan's privileges (a role that may not write there moves nothing), and not for `EXPLAIN`
+/// without `ANALYZE`. Every statement of the server passes here: the plan's lists are read in
+/// place, and the schema's OID is kept (`internal_namespace`), so a statement that writes one
+/// table costs about a syscache hit more.
 #[pg_guard]
 unsafe extern "C-unwind" fn on_executor_start(
     query: *mut pg_sys::QueryDesc,
     flags: std::ffi::c_int,
 ) {
+    match PREVIOUS_EXECUTOR_START_HOOK.get().copied().flatten() {
+        // SAFETY: the hook installed before ours, or PostgreSQL's own, with our arguments;
+        // nothing of this frame needs dropping, so an error below leaves by PostgreSQL's
+        // longjmp with all its fields (`unguarded.rs`).
+        Some(previous) => unsafe { previous(query, flags) },
+        None => unsafe { unguarded::standard_executor_start(query, flags) },
+    }
+    if flags & pg_sys::EXEC_FLAG_EXPLAIN_ONLY as std::ffi::c_int != 0 {
+        return;
+    }
     // SAFETY: the executor's query descriptor, valid for the call; its plan's result relation
     // list (null when empty) holds range table indexes, from 1, into its range table, a list
     // of range table entries; both are read in place, as PostgreSQL's list_nth does.
@@ -484,11 +497,6 @@ unsafe extern "C-unwind" fn on_executor_start(
     };
     if writes_state {
         forget_at_commit();
-    }
-    match PREVIOUS_EXECUTOR_START_HOOK.get().copied().flatten() {
-        // SAFETY: the hook installed before ours, or PostgreSQL's own, with our arguments.
-        Some(previous) => unsafe { previous(query, flags) },
-        None => unsafe { pg_sys::standard_ExecutorStart(query, flags) },
     }
 }
 

@@ -5,7 +5,7 @@
 //! Glue files, named by what they face: `gucs`, `shared_memory`, `system_clock`, `cluster_time`,
 //! `reservation`, `reservation_worker`, `catalog`, `extension_directory`, `sequence_cache`,
 //! `database_floor`, `backend`, `citus`, `sql_api`, `stored_ids`, `subtransaction`,
-//! `privileges`, `maintenance`, `publications`, `timestamps`, `errors`.
+//! `privileges`, `maintenance`, `publications`, `unguarded`, `timestamps`, `errors`.
 
 use pgrx::prelude::*;
 
@@ -29,6 +29,7 @@ mod stored_ids;
 mod subtransaction;
 mod system_clock;
 mod timestamps;
+mod unguarded;
 
 #[cfg(any(test, feature = "pg_test"))]
 mod catalog_tests;

@@ -19,6 +19,7 @@ use pgrx::PgList;
 use crate::catalog;
 use crate::errors;
 use crate::publications;
+use crate::unguarded;
 
 /// The hook installed before ours, called after the check (set once, as `citus.rs` does).
 static PREVIOUS_PROCESS_UTILITY_HOOK: OnceCell<pg_sys::ProcessUtility_hook_type> = OnceCell::new();
@@ -55,7 +56,9 @@ unsafe extern "C-unwind" fn process_utility(
     // SAFETY: the statement's node tag, read before the command runs (it may change the tree).
     let publishes = unsafe { (*statement).utilityStmt.as_ref() }
         .is_some_and(|node| publications::may_publish_the_state(node.type_));
-    // SAFETY: PostgreSQL's own arguments, passed on unchanged.
+    // SAFETY: PostgreSQL's own arguments, passed on unchanged; nothing of this frame needs
+    // dropping, so an error below leaves by PostgreSQL's longjmp with all its fields
+    // (`unguarded.rs`).
     unsafe {
         match PREVIOUS_PROCESS_UTILITY_HOOK.get().copied().flatten() {
             Some(previous) => previous(
@@ -68,7 +71,7 @@ unsafe extern "C-unwind" fn process_utility(
                 destination,
                 completion,
             ),
-            None => pg_sys::standard_ProcessUtility(
+            None => unguarded::standard_process_utility(
                 statement,
                 query,
                 read_only_tree,

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# PostgreSQL's own regression suites as the judge of "PostgreSQL behaves as without
+# snowflake_id" (docs/contributing.md, "The regression gate"): each major's core suite (the
+# parallel schedule) and the suites of pg_stat_statements and auto_explain, which put hooks of
+# their own under the same statements, run on a temporary instance without the library and on
+# one that preloads it (before and after the other extension in shared_preload_libraries);
+# their results files must be equal. The suites come from Debian's source package of the major
+# (for 15, bookworm's: its minor version may differ from the installed server's, which is why
+# the run without the library is the reference, not the expected files). Sourced by test.sh;
+# needs common.sh and install-postgres.sh (private_apt, the source index, pg_config_of).
+
+REGRESSION_SUITE_DIR=/var/lib/snowflake_id/regress
+
+# install_regression_suite MAJOR: the regression suites of MAJOR's source package, and the
+# libraries they load (regress.so, built against the installed server's headers; refint.so
+# and autoinc.so, the server's own), in $REGRESSION_SUITE_DIR/MAJOR; kept for later runs.
+install_regression_suite() {
+    local major=$1 dir="$REGRESSION_SUITE_DIR/$1" pg_config work
+    pg_config=$(pg_config_of "$major")
+    [ -f "$dir/complete" ] && return 0
+    step "PostgreSQL $major's regression suites from Debian's source package -> $dir"
+    apt_install_missing dpkg-dev gcc
+    ensure_source_index
+    rm -rf "$dir"
+    work=$(mktemp -d)
+    (
+        cd "$work"
+        # apt verifies the download against the suite's signed Release file; dpkg-source
+        # checks the .dsc's checksums when it unpacks.
+        if [ "$major" = 15 ]; then
+            private_apt source --download-only -qq postgresql-15/bookworm
+        else
+            private_apt source --download-only -qq "postgresql-$major/$(debian_suite_of "$major")" \
+                || fetch_known_source_package "$major"
+        fi
+        dpkg-source --skip-patches -x postgresql-"$major"_*.dsc source >/dev/null
+    )
+    mkdir -p "$dir/lib"
+    cp -a "$work/source/src/test/regress" "$dir/regress"
+    cp -a "$work/source/contrib/pg_stat_statements" "$work/source/contrib/auto_explain" "$dir/"
+    gcc -O2 -fPIC -shared -I"$("$pg_config" --includedir-server)" \
+        "$dir/regress/regress.c" -o "$dir/lib/regress.so"
+    cp "$("$pg_config" --pkglibdir)/refint.so" "$("$pg_config" --pkglibdir)/autoinc.so" \
+        "$dir/lib/"
+    basename "$(ls "$work"/postgresql-"$major"_*.dsc)" > "$dir/source-package"
+    rm -rf "$work"
+    touch "$dir/complete"
+}
+
+# regress_tests_of MAKEFILE: the REGRESS list of a contrib Makefile (continued lines joined).
+regress_tests_of() {
+    sed -e ':join' -e '/\\$/{N;s/\\\n//;b join}' "$1" | sed -n 's/^REGRESS *= *//p'
+}
+
+# run_suite OUT NAME PORT PRELOAD CONF INPUTDIR ARGS…: one pg_regress run on a temporary
+# instance of its own (a Unix socket in a directory of its own; PORT names it), as the server
+# user, with CONF's lines and shared_preload_libraries = PRELOAD (none when empty) added to
+# its configuration; its results in OUT/NAME, its output in OUT/NAME.log.
+run_suite() {
+    local out=$1 name=$2 port=$3 preload=$4 conf=$5 input=$6
+    shift 6
+    mkdir -p "$out/$name"
+    {
+        [ -n "$conf" ] && cat "$conf"
+        [ -n "$preload" ] && echo "shared_preload_libraries = '$preload'"
+        true
+    } > "$out/$name.conf"
+    chown -R postgres "$out/$name" "$out/$name.conf"
+    # A suite's own failures against its expected files are not the gate's business (the
+    # source's minor version may not be the server's): only the two runs' results are.
+    runuser -u postgres -- "$REGRESS_PG_REGRESS" --bindir="$REGRESS_BINDIR" \
+        --dlpath="$REGRESS_LIBDIR" --inputdir="$input" --outputdir="$out/$name" \
+        --temp-instance="$out/$name/instance" --temp-config="$out/$name.conf" \
+        --port="$port" "$@" > "$out/$name.log" 2>&1 || true
+    rm -rf "$out/$name/instance"
+}
+
+# same_results OUT REFERENCE OTHER: whether OTHER's results files are REFERENCE's; prints the
+# count and the difference otherwise.
+same_results() {
+    local out=$1 reference=$2 other=$3 count
+    if [ ! -d "$out/$reference/results" ] || [ ! -d "$out/$other/results" ]; then
+        echo "$reference or $other left no results (see $out/$reference.log, $out/$other.log)"
+        return 1
+    fi
+    if diff -r "$out/$reference/results" "$out/$other/results" > "$out/$other.diff"; then
+        echo "$other: $(find "$out/$other/results" -name '*.out' | wc -l) results files, as $reference's"
+        return 0
+    fi
+    count=$(diff -rq "$out/$reference/results" "$out/$other/results" | wc -l)
+    echo "$other: $count results files differ from $reference's:"
+    head -n 200 "$out/$other.diff"
+    return 1
+}
+
+# regression_gate MAJOR OUT: the gate for MAJOR's installed server and library (see the top);
+# the runs of each suite side by side. Fails on any difference, printing it.
+regression_gate() {
+    local major=$1 out=$2 dir="$REGRESSION_SUITE_DIR/$1" pg_config base=$((56000 + $1 * 20))
+    local failed=0 pgss_tests auto_explain_tests
+    pg_config=$(pg_config_of "$major")
+    REGRESS_BINDIR=$("$pg_config" --bindir)
+    REGRESS_LIBDIR="$dir/lib"
+    REGRESS_PG_REGRESS="$("$pg_config" --pkglibdir)/pgxs/src/test/regress/pg_regress"
+    rm -rf "$out"
+    mkdir -p "$out"
+    chown postgres "$out"
+    echo "PostgreSQL $major, $("$REGRESS_BINDIR/postgres" --version), suites of $(cat "$dir/source-package")"
+    run_suite "$out" core-without "$base" "" "" "$dir/regress" \
+        --schedule="$dir/regress/parallel_schedule" --max-connections=4 &
+    run_suite "$out" core-with "$((base + 1))" snowflake_id "" "$dir/regress" \
+        --schedule="$dir/regress/parallel_schedule" --max-connections=4 &
+    wait
+    same_results "$out" core-without core-with || failed=1
+
+    pgss_tests=$(regress_tests_of "$dir/pg_stat_statements/Makefile")
+    auto_explain_tests=$(regress_tests_of "$dir/auto_explain/Makefile")
+    local order=0 name preload
+    for preload in pg_stat_statements pg_stat_statements,snowflake_id snowflake_id,pg_stat_statements; do
+        # shellcheck disable=SC2086 # the test names are words
+        run_suite "$out" "pgss-$order" "$((base + 2 + order))" "$preload" \
+            "$dir/pg_stat_statements/pg_stat_statements.conf" "$dir/pg_stat_statements" \
+            --dbname=contrib_regression $pgss_tests &
+        order=$((order + 1))
+    done
+    order=0
+    for preload in auto_explain auto_explain,snowflake_id snowflake_id,auto_explain; do
+        # shellcheck disable=SC2086
+        run_suite "$out" "auto_explain-$order" "$((base + 5 + order))" "$preload" "" \
+            "$dir/auto_explain" --dbname=contrib_regression $auto_explain_tests &
+        order=$((order + 1))
+    done
+    wait
+    for name in pgss-1 pgss-2; do
+        same_results "$out" pgss-0 "$name" || failed=1
+    done
+    for name in auto_explain-1 auto_explain-2; do
+        same_results "$out" auto_explain-0 "$name" || failed=1
+    done
+    return "$failed"
+}
