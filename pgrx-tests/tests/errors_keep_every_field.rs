@@ -44,7 +44,10 @@ enum Case {
 }
 
 const CASES: &[(&str, Case)] = &[
-    ("unique, plain", Case::Batch("INSERT INTO child VALUES (1, 1)")),
+    (
+        "unique, plain",
+        Case::Batch("INSERT INTO child VALUES (1, 1)"),
+    ),
     (
         "unique, EXECUTE",
         Case::Batch("PREPARE dup AS INSERT INTO child VALUES (1, 1); EXECUTE dup"),
@@ -55,7 +58,10 @@ const CASES: &[(&str, Case)] = &[
         "unique, DO",
         Case::Batch("DO $$ BEGIN INSERT INTO child VALUES (1, 1); END $$"),
     ),
-    ("foreign key, plain", Case::Batch("INSERT INTO child VALUES (2, 99)")),
+    (
+        "foreign key, plain",
+        Case::Batch("INSERT INTO child VALUES (2, 99)"),
+    ),
     (
         "foreign key, EXECUTE",
         Case::Batch("PREPARE orphan_row AS INSERT INTO child VALUES (2, 99); EXECUTE orphan_row"),
@@ -77,7 +83,10 @@ const CASES: &[(&str, Case)] = &[
         "syntax, COPY",
         Case::Batch("COPY child FROM STDIN WITH (FORMAT bogus)"),
     ),
-    ("syntax, DO", Case::Batch("DO $$ BEGIN EXECUTE 'SELEC 1'; END $$")),
+    (
+        "syntax, DO",
+        Case::Batch("DO $$ BEGIN EXECUTE 'SELEC 1'; END $$"),
+    ),
 ];
 
 /// Every field of `error` that the server sent, as text.
