@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
 # PostgreSQL's own regression suites as the judge of "PostgreSQL behaves as without
 # snowflake_id" (docs/contributing.md, "The regression gate"): each major's core suite (the
-# parallel schedule) and the suites of pg_stat_statements and auto_explain, which put hooks of
-# their own under the same statements, run on a temporary instance without the library and on
-# one that preloads it (before and after the other extension in shared_preload_libraries);
+# parallel schedule) and the suites of pg_stat_statements and auto_explain (and pgaudit's on 15,
+# where Debian has it), which put hooks of their own under the same statements, run on a
+# temporary instance without the library and on one that preloads it (before and after the
+# other extension in shared_preload_libraries);
 # their results files must be equal. The suites come from Debian's source package of the major
 # (for 15, bookworm's: its minor version may differ from the installed server's, which is why
 # the run without the library is the reference, not the expected files). Sourced by test.sh;
 # needs common.sh and install-postgres.sh (private_apt, the source index, pg_config_of).
 
 REGRESSION_SUITE_DIR=/var/lib/snowflake_id/regress
+# What a complete suite directory holds, in its file "complete": raised when that changes (2:
+# pgaudit's suite on 15), so that a directory laid out before is laid out again.
+REGRESSION_SUITE_LAYOUT=2
+# pgaudit, a third extension with hooks under every statement, where Debian has it (bookworm's
+# postgresql-15-pgaudit): its source's upstream tarball (the pool serves it, not always the
+# Debian part) and that tarball's SHA-256, as the package's .dsc records it.
+PGAUDIT_15_SOURCE="pgaudit-1.7/pgaudit-1.7_1.7.0.orig.tar.gz 8f4a73e451c88c567e516e6cba7dc1e23bc91686bb6f1f77f8f3126d428a8bd8"
 
 # install_regression_suite MAJOR: the regression suites of MAJOR's source package, and the
 # libraries they load (regress.so, built against the installed server's headers; refint.so
@@ -17,9 +25,9 @@ REGRESSION_SUITE_DIR=/var/lib/snowflake_id/regress
 install_regression_suite() {
     local major=$1 dir="$REGRESSION_SUITE_DIR/$1" pg_config work
     pg_config=$(pg_config_of "$major")
-    [ -f "$dir/complete" ] && return 0
+    [ "$(cat "$dir/complete" 2>/dev/null)" = "$REGRESSION_SUITE_LAYOUT" ] && return 0
     step "PostgreSQL $major's regression suites from Debian's source package -> $dir"
-    apt_install_missing dpkg-dev gcc
+    apt_install_missing dpkg-dev gcc curl
     ensure_source_index
     rm -rf "$dir"
     work=$(mktemp -d)
@@ -43,8 +51,18 @@ install_regression_suite() {
     cp "$("$pg_config" --pkglibdir)/refint.so" "$("$pg_config" --pkglibdir)/autoinc.so" \
         "$dir/lib/"
     basename "$(ls "$work"/postgresql-"$major"_*.dsc)" > "$dir/source-package"
+    if [ "$major" = 15 ]; then
+        local tarball sha256
+        apt_install_missing postgresql-15-pgaudit
+        read -r tarball sha256 <<<"$PGAUDIT_15_SOURCE"
+        curl --fail --silent --show-error --output "$work/pgaudit.tar.gz" \
+            "$(debian_mirror)/pool/main/p/$tarball"
+        echo "$sha256  $work/pgaudit.tar.gz" | sha256sum --check --quiet
+        mkdir -p "$dir/pgaudit"
+        tar xzf "$work/pgaudit.tar.gz" -C "$dir/pgaudit" --strip-components=1
+    fi
     rm -rf "$work"
-    touch "$dir/complete"
+    echo "$REGRESSION_SUITE_LAYOUT" > "$dir/complete"
 }
 
 # regress_tests_of MAKEFILE: the REGRESS list of a contrib Makefile (continued lines joined).
@@ -137,5 +155,19 @@ regression_gate() {
     for name in auto_explain-1 auto_explain-2; do
         same_results "$out" auto_explain-0 "$name" || failed=1
     done
+    if [ -d "$dir/pgaudit" ]; then
+        order=0
+        for preload in pgaudit pgaudit,snowflake_id snowflake_id,pgaudit; do
+            # shellcheck disable=SC2046 # the test names are words
+            run_suite "$out" "pgaudit-$order" "$((base + 8 + order))" "$preload" \
+                "$dir/pgaudit/pgaudit.conf" "$dir/pgaudit" --dbname=contrib_regression \
+                $(regress_tests_of "$dir/pgaudit/Makefile") &
+            order=$((order + 1))
+        done
+        wait
+        for name in pgaudit-1 pgaudit-2; do
+            same_results "$out" pgaudit-0 "$name" || failed=1
+        done
+    fi
     return "$failed"
 }

@@ -24,6 +24,10 @@ static CALLBACK_REGISTERED: AtomicBool = AtomicBool::new(false);
 pub struct SequenceCache<S> {
     /// Where the catalog table is (looked up once, again after it changed).
     catalog: Option<CatalogTable>,
+    /// Set when a committed change was noticed, until the catalog table was found again: it
+    /// is then found in the catalogs themselves, not in the directory (also when the first
+    /// attempt failed: the extension was gone for a moment).
+    recheck: bool,
     entries: Vec<Entry<S>>,
 }
 
@@ -42,6 +46,7 @@ impl<S> SequenceCache<S> {
     pub const fn new() -> Self {
         SequenceCache {
             catalog: None,
+            recheck: false,
             entries: Vec::new(),
         }
     }
@@ -51,10 +56,16 @@ impl<S> SequenceCache<S> {
     /// session's re-check never depends on the directory's rule).
     pub fn catalog_table(&mut self) -> &CatalogTable {
         if take_changed() {
-            self.catalog = Some(watched(catalog::locate()));
+            self.catalog = None;
+            self.recheck = true;
             self.entries
                 .iter_mut()
                 .for_each(|entry| entry.verified = false);
+        }
+        if self.recheck && self.catalog.is_none() {
+            // 42704 while the extension is gone: found again at the next call.
+            self.catalog = Some(watched(catalog::locate()));
+            self.recheck = false;
         }
         self.catalog.get_or_insert_with(locate_and_watch)
     }
@@ -78,7 +89,9 @@ impl<S> SequenceCache<S> {
             _ => None,
         };
         let position = verified.unwrap_or_else(|| self.position_of(&String::from_utf8_lossy(name)));
-        let SequenceCache { catalog, entries } = self;
+        let SequenceCache {
+            catalog, entries, ..
+        } = self;
         // Located by now (by position_of, or before the entry was verified).
         (
             catalog.get_or_insert_with(locate_and_watch),

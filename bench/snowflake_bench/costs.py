@@ -1,6 +1,7 @@
 """What the extension costs, counted in instructions by callgrind (exact where timings on a
 2-core VM are not): a new backend's first ID, DDL on a keyed table (where the extension's event
-trigger runs), and the cost per ID above the bare loop. One markdown table per PostgreSQL major,
+trigger runs), statements under the library's hooks with and without it, and the cost per ID
+above the bare loop. One markdown table per PostgreSQL major,
 written by bench/costs.py. Standard library only: the server is driven through psql."""
 
 import argparse
@@ -40,6 +41,19 @@ DDL_PAIRS = {
               "CREATE INDEX {table}_id ON {table} (id);\nDROP INDEX {table}_id;\n"),
 }
 DDL_WARMUP_PAIRS = 3
+# kind: (label, one statement on {table}): statements under the library's hooks, in a database
+# without the extension, with the library preloaded and without it (the hooks run in every
+# database of the server). Each CREATE TABLE makes a table of its own.
+HOOKED_STATEMENTS = {
+    "update": ("single-row UPDATE (ExecutorStart hook)",
+               "UPDATE hook_probe SET v = v + 1 WHERE id = 1;\n"),
+    "create_table": ("CREATE TABLE (ProcessUtility hook)", "CREATE TABLE {table} (a int);\n"),
+}
+HOOKED_SETUP = ("CREATE TABLE IF NOT EXISTS hook_probe (id int PRIMARY KEY, v int);\n"
+                "INSERT INTO hook_probe VALUES (1, 0) ON CONFLICT DO NOTHING;\n")
+# The server's settings without the library: the command line's shared_preload_libraries wins
+# over the cluster's configuration.
+WITHOUT_LIBRARY = ("-c", "shared_preload_libraries=")
 # Runs of a marker alone: what a marker adds to each pair's dump, taken off.
 DDL_MARKER_RUNS = 3
 SETTINGS = {
@@ -110,6 +124,17 @@ def ddl_script(pair, pairs):
     return "SELECT pg_backend_pid();\n" + warm_up + MARKER * (1 + DDL_MARKER_RUNS) + measured
 
 
+def hooked_script(statement, count, prefix):
+    """The backend's pid and warm-up statements (dump 1), markers alone (the next
+    DDL_MARKER_RUNS dumps), then `count` statements, each closed by a marker (a dump each);
+    tables named from `prefix`, so that runs in one database make tables of their own."""
+    warm_up = "".join(statement.format(table=f"{prefix}_warm_{number}")
+                      for number in range(DDL_WARMUP_PAIRS))
+    measured = "".join(statement.format(table=f"{prefix}_{number}") + MARKER
+                       for number in range(count))
+    return "SELECT pg_backend_pid();\n" + warm_up + MARKER * (1 + DDL_MARKER_RUNS) + measured
+
+
 def per_id_script(keys, n):
     """A warm-up of every function, then per key `n` and 2n IDs in one statement each, each
     closed by a marker: dump 1 is the start and the warm-up, dumps 2k + 2 and 2k + 3 key k's."""
@@ -163,6 +188,20 @@ def ddl_figures(segments):
     return figures
 
 
+def hooked_figures(segments):
+    """Per kind: the median statement's instructions with the library preloaded and without it
+    (each statement's dump less a marker's), what the library adds, and the ratio."""
+    figures = {}
+    for kind, by_preload in segments.items():
+        per_statement = {preload: statistics.median(found["statements"])
+                         - statistics.median(found["markers"])
+                         for preload, found in by_preload.items()}
+        figures[kind] = {"with": per_statement["with"], "without": per_statement["without"],
+                         "added": per_statement["with"] - per_statement["without"],
+                         "ratio": per_statement["with"] / per_statement["without"]}
+    return figures
+
+
 def per_id_figures(segments, n):
     """Instructions per ID of each function above the bare loop's per row, and the loop's."""
     per_id = {key: per_unit(found["once"], found["twice"], n) for key, found in segments.items()}
@@ -200,6 +239,14 @@ def rows(results):
             "ratio": f"{figure['ratio']:.2f}×",
             "target": f"≤ {TARGET_DDL_RATIO[kind]:.1f}×",
             "met": met(figure["ratio"], TARGET_DDL_RATIO[kind])})
+    for kind, (label, _) in HOOKED_STATEMENTS.items():
+        figure = results["hooked_figures"][kind]
+        table.append({
+            "label": f"per statement: {label}",
+            "value": f"{figure['with'] / 1000:,.1f}k",
+            "against": f"without the library: {figure['without'] / 1000:,.1f}k",
+            "ratio": f"{figure['ratio']:.3f}×",
+            "target": None, "met": None})
     per_id = results["per_id_figures"]
     baseline = per_id["above_loop"][BASELINE]
     for key, value in per_id["above_loop"].items():
@@ -231,7 +278,9 @@ def render(results):
         "under callgrind: event triggers fire), instructions of the median pair of statements "
         f"of {settings['ddl_pairs']}, each pair on a table of its own, `(id bigint PRIMARY KEY "
         "DEFAULT snowflake_nextval(), v int)` with the extension and `(id bigint PRIMARY KEY, "
-        "v int)` in a database without it, 3 rows each. Per ID: "
+        "v int)` in a database without it, 3 rows each. Per statement: the same, in the "
+        "database without the extension, on a server with the library preloaded and on one "
+        "without it (the hooks run in every database). Per ID: "
         "`SELECT count(f()) FROM generate_series(1, n)` in `postgres --single`, n = "
         f"{settings['per_id_n']:,} against {2 * settings['per_id_n']:,}, less the bare loop "
         "`count(*)`. Targets are information: nothing fails on them. Command: `python3 "
@@ -251,6 +300,9 @@ def render(results):
                      f"{DDL_PAIRS[kind][0]}: fired {figure['trigger_calls_per_pair']:g}×, "
                      f"{figure['trigger_ir_per_pair'] / 1000:,.1f}k instructions"
                      for kind, figure in results["ddl_figures"].items()) + ".")
+    lines.append("What the library adds per statement: " + "; ".join(
+        f"{HOOKED_STATEMENTS[kind][0]}: {figure['added']:,.0f} instructions"
+        for kind, figure in results["hooked_figures"].items()) + ".")
     return "\n".join(lines) + "\n"
 
 
@@ -406,6 +458,33 @@ def measure_ddl(cluster, out_dir, pairs, trigger_symbol):
     return dict(segments)
 
 
+def measure_hooked(cluster, out_dir, count):
+    """Per statement kind, in one server backend of the database without the extension, on
+    the server with the library preloaded and on one without it: the counts of each marker
+    alone and of each statement. Each server writes into a directory of its own (a pid of the
+    second may be one of the first's)."""
+    segments = defaultdict(dict)
+    for preload, settings in (("with", ()), ("without", WITHOUT_LIBRARY)):
+        server_dir = out_dir / f"hooks-{preload}"
+        run(["install", "-d", "-o", "postgres", "-g", "postgres", server_dir])
+        with callgrind_server(cluster, server_dir, settings):
+            psql(cluster, DDL_WITHOUT, HOOKED_SETUP)
+            for kind, (label, statement) in HOOKED_STATEMENTS.items():
+                log(f"statements under callgrind: {label}, library {preload}")
+                pid = psql(cluster, DDL_WITHOUT,
+                           hooked_script(statement, count, f"{kind}_{preload}")).split()[0]
+                dumps = numbered_dumps(server_dir / f"server.{pid}")
+                if len(dumps) != 1 + DDL_MARKER_RUNS + count:
+                    raise RuntimeError(f"backend {pid} wrote {len(dumps)} dumps, not "
+                                       f"{1 + DDL_MARKER_RUNS + count}")
+                segments[kind][preload] = {
+                    "markers": [parse_callgrind(dump)["total"]
+                                for dump in dumps[1:1 + DDL_MARKER_RUNS]],
+                    "statements": [parse_callgrind(dump)["total"]
+                                   for dump in dumps[1 + DDL_MARKER_RUNS:]]}
+    return dict(segments)
+
+
 def measure_first_ids(cluster, out_dir, keys, reps):
     """Per keyed database: the total instructions of new backends of the running server (the
     postmaster under callgrind), one running `SELECT 1` and one per function's first call,
@@ -490,6 +569,7 @@ def main(description):
         present = [key for key in available(FIRST_ID_KEYS + PER_ID_KEYS, found["major"])
                    if key != "pgedge" or found["pgedge"]]
         ddl = measure_ddl(cluster, out_dir, settings["ddl_pairs"], found["trigger_symbol"])
+        hooked = measure_hooked(cluster, out_dir, settings["ddl_pairs"])
         first_ids = measure_first_ids(cluster, out_dir,
                                       [key for key in FIRST_ID_KEYS if key in present],
                                       settings["first_id_reps"])
@@ -506,6 +586,7 @@ def main(description):
         "seconds": round(time.monotonic() - started, 1),
         "first_id_totals": first_ids, "first_id_figures": first_id_figures(first_ids),
         "ddl_segments": ddl, "ddl_figures": ddl_figures(ddl),
+        "hooked_segments": hooked, "hooked_figures": hooked_figures(hooked),
         "per_id_segments": per_id, "per_id_figures": per_id_figures(per_id, settings["per_id_n"]),
     }
     results["rows"] = rows(results)

@@ -4,10 +4,12 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from snowflake_bench.costs import (DDL_PAIRS, DDL_TABLES, DDL_WITH, DDL_WITHOUT, MARKER,
-                                   SETTINGS, ddl_figures, ddl_script, ddl_tables_sql,
-                                   first_id_figures, keyed_database_sql, numbered_dumps,
-                                   per_id_figures, per_id_script, per_unit, render, rows)
+from snowflake_bench.costs import (DDL_MARKER_RUNS, DDL_PAIRS, DDL_TABLES, DDL_WITH,
+                                   DDL_WITHOUT, HOOKED_STATEMENTS, MARKER, SETTINGS,
+                                   ddl_figures, ddl_script, ddl_tables_sql, first_id_figures,
+                                   hooked_figures, hooked_script, keyed_database_sql,
+                                   numbered_dumps, per_id_figures, per_id_script, per_unit,
+                                   render, rows)
 
 
 def first_id_totals(select_1, **functions):
@@ -33,6 +35,14 @@ def results(major=15):
                                 "trigger": {"calls": [0] * 3, "ir": [0] * 3}}}
            for kind, with_pair, without_pair, calls in (("column", 1_200_000, 1_000_000, 2),
                                                          ("index", 1_600_000, 1_000_000, 1))}
+    # Each statement's dump holds a marker (30,000); the library adds 600 to an UPDATE.
+    hooked = {kind: {"with": {"markers": [30_000] * 3,
+                              "statements": [30_000 + with_statement] * 3},
+                     "without": {"markers": [30_000] * 3,
+                                 "statements": [30_000 + without_statement] * 3}}
+              for kind, with_statement, without_statement in (("update", 150_600, 150_000),
+                                                               ("create_table", 900_000,
+                                                                897_000))}
     per_id = {key: {"once": 10_000_000 + per_row * 100_000,
                     "twice": 10_000_000 + per_row * 200_000}
               for key, per_row in (("empty", 950), ("snowflake", 1200), ("snowflake_wide", 1201),
@@ -43,6 +53,7 @@ def results(major=15):
              "settings": {"first_id_reps": 3, "ddl_pairs": 20, "per_id_n": 100_000},
              "first_id_figures": first_id_figures(first_ids),
              "ddl_figures": ddl_figures(ddl),
+             "hooked_figures": hooked_figures(hooked),
              "per_id_figures": per_id_figures(per_id, 100_000)}
     found["rows"] = rows(found)
     return found
@@ -63,6 +74,16 @@ class ScriptsTest(unittest.TestCase):
                                    "ALTER TABLE t8 DROP COLUMN x;\n")
         index = ddl_script(DDL_PAIRS["index"][1], 5)
         self.assertIn("CREATE INDEX t1_id ON t1 (id);\nDROP INDEX t1_id;\n", index)
+
+    def test_hooked_script_gives_markers_alone_then_each_statement_a_dump(self):
+        script = hooked_script(HOOKED_STATEMENTS["create_table"][1], 4, "create_table_with")
+        self.assertTrue(script.startswith("SELECT pg_backend_pid();\n"))
+        parts = script.split(MARKER)
+        self.assertEqual(len(parts), 1 + DDL_MARKER_RUNS + 4 + 1)
+        self.assertEqual(parts[1 + DDL_MARKER_RUNS], "CREATE TABLE create_table_with_0 (a int);\n")
+        self.assertIn("CREATE TABLE create_table_with_warm_2 (a int);\n", parts[0])
+        update = hooked_script(HOOKED_STATEMENTS["update"][1], 2, "update_without")
+        self.assertEqual(update.count("UPDATE hook_probe SET v = v + 1 WHERE id = 1;"), 3 + 2)
 
     def test_the_full_run_uses_every_ddl_table_and_no_more(self):
         script = ddl_script(DDL_PAIRS["index"][1], SETTINGS["full"]["ddl_pairs"])
@@ -127,6 +148,12 @@ class ArithmeticTest(unittest.TestCase):
         self.assertEqual(figures["index"]["trigger_ir_per_pair"], 6_400)
         self.assertEqual(figures["index"]["with"], 1_600_000)
 
+    def test_hooked_statements_with_and_without_the_library(self):
+        figures = results()["hooked_figures"]
+        self.assertEqual(figures["update"]["added"], 600)
+        self.assertEqual(figures["update"]["without"], 150_000)
+        self.assertAlmostEqual(figures["create_table"]["ratio"], 900_000 / 897_000)
+
     def test_per_id_above_the_loop(self):
         figures = results()["per_id_figures"]
         self.assertEqual(figures["loop"], 950)
@@ -166,7 +193,12 @@ class TableTest(unittest.TestCase):
         self.assertIn("| DDL per pair: CREATE INDEX + DROP INDEX | 1,600.0k | "
                       "without the extension: 1,000.0k | 1.60× | ≤ 1.5× | no |", text)
         self.assertIn("| per ID: count(*) only (the loop) | 950.0 | – | – | – | – |", text)
-        self.assertEqual(text.count("\n| "), 2 * 4 + 2 + 4 + 1 + 1)  # + the header row
+        self.assertIn("| per statement: single-row UPDATE (ExecutorStart hook) | 150.6k | "
+                      "without the library: 150.0k | 1.004× | – | – |", text)
+        self.assertIn("What the library adds per statement: single-row UPDATE (ExecutorStart "
+                      "hook): 600 instructions; CREATE TABLE (ProcessUtility hook): 3,000 "
+                      "instructions.", text)
+        self.assertEqual(text.count("\n| "), 2 * 4 + 2 + 2 + 4 + 1 + 1)  # + the header row
         self.assertIn("(plpgsql_call_handler, inclusive): ALTER TABLE ADD COLUMN + DROP COLUMN: "
                       "fired 2×, 12.8k instructions; CREATE INDEX + DROP INDEX: fired 1×, 6.4k "
                       "instructions.", text)

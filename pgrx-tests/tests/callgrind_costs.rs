@@ -1,8 +1,9 @@
 //! The callgrind cost script (`bench/costs.py`, docs/benchmarks.md "Instructions, counted") runs
 //! on the major under test: with `--quick` it starts its own throwaway cluster, counts a new
-//! backend's first ID, DDL with and without the extension, and the cost per ID, and prints its
-//! table: the header naming the PostgreSQL and extension versions, every row, and numbers in
-//! every cell that holds one. Nothing here asserts a figure: benchmarks never fail on a cost.
+//! backend's first ID, DDL with and without the extension, statements under the hooks with and
+//! without the library, and the cost per ID, and prints its table: the header naming the
+//! PostgreSQL and extension versions, every row, and numbers in every cell that holds one.
+//! Nothing here asserts a figure: benchmarks never fail on a cost.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -66,6 +67,8 @@ fn expected_labels(major: u32, pgedge: bool) -> Vec<String> {
     }
     labels.push("DDL per pair: ALTER TABLE ADD COLUMN + DROP COLUMN".into());
     labels.push("DDL per pair: CREATE INDEX + DROP INDEX".into());
+    labels.push("per statement: single-row UPDATE (ExecutorStart hook)".into());
+    labels.push("per statement: CREATE TABLE (ProcessUtility hook)".into());
     labels.extend(per_id.iter().map(|f| format!("per ID above the loop: {f}")));
     labels.push("per ID: count(*) only (the loop)".into());
     labels
