@@ -44,13 +44,15 @@ DDL_WARMUP_PAIRS = 3
 # kind: (label, one statement on {table}): statements under the library's hooks, in a database
 # without the extension, with the library preloaded and without it (the hooks run in every
 # database of the server). Each CREATE TABLE makes a table of its own.
+# Each run updates a one-row table of its own ({probe}): a run on the table the other updated
+# would find its dead row versions.
 HOOKED_STATEMENTS = {
     "update": ("single-row UPDATE (ExecutorStart hook)",
-               "UPDATE hook_probe SET v = v + 1 WHERE id = 1;\n"),
+               "UPDATE {probe} SET v = v + 1 WHERE id = 1;\n"),
     "create_table": ("CREATE TABLE (ProcessUtility hook)", "CREATE TABLE {table} (a int);\n"),
 }
-HOOKED_SETUP = ("CREATE TABLE IF NOT EXISTS hook_probe (id int PRIMARY KEY, v int);\n"
-                "INSERT INTO hook_probe VALUES (1, 0) ON CONFLICT DO NOTHING;\n")
+HOOKED_SETUP = ("CREATE TABLE {probe} (id int PRIMARY KEY, v int);\n"
+                "INSERT INTO {probe} VALUES (1, 0);\n")
 # The server's settings without the library: the command line's shared_preload_libraries wins
 # over the cluster's configuration.
 WITHOUT_LIBRARY = ("-c", "shared_preload_libraries=")
@@ -127,10 +129,11 @@ def ddl_script(pair, pairs):
 def hooked_script(statement, count, prefix):
     """The backend's pid and warm-up statements (dump 1), markers alone (the next
     DDL_MARKER_RUNS dumps), then `count` statements, each closed by a marker (a dump each);
-    tables named from `prefix`, so that runs in one database make tables of their own."""
-    warm_up = "".join(statement.format(table=f"{prefix}_warm_{number}")
+    tables named from `prefix`, so that runs in one database use tables of their own."""
+    probe = f"{prefix}_probe"
+    warm_up = "".join(statement.format(table=f"{prefix}_warm_{number}", probe=probe)
                       for number in range(DDL_WARMUP_PAIRS))
-    measured = "".join(statement.format(table=f"{prefix}_{number}") + MARKER
+    measured = "".join(statement.format(table=f"{prefix}_{number}", probe=probe) + MARKER
                        for number in range(count))
     return "SELECT pg_backend_pid();\n" + warm_up + MARKER * (1 + DDL_MARKER_RUNS) + measured
 
@@ -468,11 +471,12 @@ def measure_hooked(cluster, out_dir, count):
         server_dir = out_dir / f"hooks-{preload}"
         run(["install", "-d", "-o", "postgres", "-g", "postgres", server_dir])
         with callgrind_server(cluster, server_dir, settings):
-            psql(cluster, DDL_WITHOUT, HOOKED_SETUP)
             for kind, (label, statement) in HOOKED_STATEMENTS.items():
                 log(f"statements under callgrind: {label}, library {preload}")
+                prefix = f"{kind}_{preload}"
+                psql(cluster, DDL_WITHOUT, HOOKED_SETUP.format(probe=f"{prefix}_probe"))
                 pid = psql(cluster, DDL_WITHOUT,
-                           hooked_script(statement, count, f"{kind}_{preload}")).split()[0]
+                           hooked_script(statement, count, prefix)).split()[0]
                 dumps = numbered_dumps(server_dir / f"server.{pid}")
                 if len(dumps) != 1 + DDL_MARKER_RUNS + count:
                     raise RuntimeError(f"backend {pid} wrote {len(dumps)} dumps, not "

@@ -83,7 +83,8 @@ class ScriptsTest(unittest.TestCase):
         self.assertEqual(parts[1 + DDL_MARKER_RUNS], "CREATE TABLE create_table_with_0 (a int);\n")
         self.assertIn("CREATE TABLE create_table_with_warm_2 (a int);\n", parts[0])
         update = hooked_script(HOOKED_STATEMENTS["update"][1], 2, "update_without")
-        self.assertEqual(update.count("UPDATE hook_probe SET v = v + 1 WHERE id = 1;"), 3 + 2)
+        self.assertEqual(
+            update.count("UPDATE update_without_probe SET v = v + 1 WHERE id = 1;"), 3 + 2)
 
     def test_the_full_run_uses_every_ddl_table_and_no_more(self):
         script = ddl_script(DDL_PAIRS["index"][1], SETTINGS["full"]["ddl_pairs"])
