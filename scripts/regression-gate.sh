@@ -111,11 +111,28 @@ same_results() {
     return 1
 }
 
+# contrib_gate OUT EXTENSION PORT CONF INPUTDIR TESTS…: EXTENSION's suite with EXTENSION alone,
+# before snowflake_id and after it in shared_preload_libraries (ports PORT to PORT + 2), side by
+# side; whether the other two's results are the first's.
+contrib_gate() {
+    local out=$1 extension=$2 port=$3 conf=$4 input=$5 order=0 preload failed=0
+    shift 5
+    for preload in "$extension" "$extension,snowflake_id" "snowflake_id,$extension"; do
+        run_suite "$out" "$extension-$order" "$((port + order))" "$preload" "$conf" "$input" \
+            --dbname=contrib_regression "$@" &
+        order=$((order + 1))
+    done
+    wait
+    same_results "$out" "$extension-0" "$extension-1" || failed=1
+    same_results "$out" "$extension-0" "$extension-2" || failed=1
+    return "$failed"
+}
+
 # regression_gate MAJOR OUT: the gate for MAJOR's installed server and library (see the top);
 # the runs of each suite side by side. Fails on any difference, printing it.
 regression_gate() {
     local major=$1 out=$2 dir="$REGRESSION_SUITE_DIR/$1" pg_config base=$((56000 + $1 * 20))
-    local failed=0 pgss_tests auto_explain_tests
+    local failed=0
     pg_config=$(pg_config_of "$major")
     REGRESS_BINDIR=$("$pg_config" --bindir)
     REGRESS_LIBDIR="$dir/lib"
@@ -130,44 +147,17 @@ regression_gate() {
         --schedule="$dir/regress/parallel_schedule" --max-connections=4 &
     wait
     same_results "$out" core-without core-with || failed=1
-
-    pgss_tests=$(regress_tests_of "$dir/pg_stat_statements/Makefile")
-    auto_explain_tests=$(regress_tests_of "$dir/auto_explain/Makefile")
-    local order=0 name preload
-    for preload in pg_stat_statements pg_stat_statements,snowflake_id snowflake_id,pg_stat_statements; do
-        # shellcheck disable=SC2086 # the test names are words
-        run_suite "$out" "pgss-$order" "$((base + 2 + order))" "$preload" \
-            "$dir/pg_stat_statements/pg_stat_statements.conf" "$dir/pg_stat_statements" \
-            --dbname=contrib_regression $pgss_tests &
-        order=$((order + 1))
-    done
-    order=0
-    for preload in auto_explain auto_explain,snowflake_id snowflake_id,auto_explain; do
-        # shellcheck disable=SC2086
-        run_suite "$out" "auto_explain-$order" "$((base + 5 + order))" "$preload" "" \
-            "$dir/auto_explain" --dbname=contrib_regression $auto_explain_tests &
-        order=$((order + 1))
-    done
-    wait
-    for name in pgss-1 pgss-2; do
-        same_results "$out" pgss-0 "$name" || failed=1
-    done
-    for name in auto_explain-1 auto_explain-2; do
-        same_results "$out" auto_explain-0 "$name" || failed=1
-    done
+    # shellcheck disable=SC2046 # the test names are words
+    contrib_gate "$out" pg_stat_statements "$((base + 2))" \
+        "$dir/pg_stat_statements/pg_stat_statements.conf" "$dir/pg_stat_statements" \
+        $(regress_tests_of "$dir/pg_stat_statements/Makefile") || failed=1
+    # shellcheck disable=SC2046
+    contrib_gate "$out" auto_explain "$((base + 5))" "" "$dir/auto_explain" \
+        $(regress_tests_of "$dir/auto_explain/Makefile") || failed=1
     if [ -d "$dir/pgaudit" ]; then
-        order=0
-        for preload in pgaudit pgaudit,snowflake_id snowflake_id,pgaudit; do
-            # shellcheck disable=SC2046 # the test names are words
-            run_suite "$out" "pgaudit-$order" "$((base + 8 + order))" "$preload" \
-                "$dir/pgaudit/pgaudit.conf" "$dir/pgaudit" --dbname=contrib_regression \
-                $(regress_tests_of "$dir/pgaudit/Makefile") &
-            order=$((order + 1))
-        done
-        wait
-        for name in pgaudit-1 pgaudit-2; do
-            same_results "$out" pgaudit-0 "$name" || failed=1
-        done
+        # shellcheck disable=SC2046
+        contrib_gate "$out" pgaudit "$((base + 8))" "$dir/pgaudit/pgaudit.conf" "$dir/pgaudit" \
+            $(regress_tests_of "$dir/pgaudit/Makefile") || failed=1
     fi
     return "$failed"
 }

@@ -25,10 +25,11 @@
 //! catalog table (which no hook sees) let in. The re-check that reads the catalog table is
 //! right even under the first rule.
 
-use std::time::Instant;
-
 use snowflake_id_core::directory_trust::{DirectoryTrust, Server, Writer};
-use stateright::{Checker, Model, Property};
+use stateright::{Model, Property};
+
+mod model_checking;
+use model_checking::{assert_kept, explore};
 
 /// Events per history.
 const MAX_DEPTH: usize = 18;
@@ -462,32 +463,12 @@ impl Model for DirectoryModel {
 /// Runs the checker over every state reachable in [`MAX_DEPTH`] events; returns the broken
 /// properties with their counterexamples.
 fn check(bug: Bug, checks: Option<&'static str>, threads: usize) -> Vec<(&'static str, String)> {
-    let started = Instant::now();
-    let checker = DirectoryModel { bug, checks }
-        .checker()
-        .threads(threads)
-        .target_max_depth(MAX_DEPTH)
-        .spawn_dfs()
-        .join();
-    println!(
-        "{bug:?}: {} states ({} unique), depth {}, in {:.1} s",
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth(),
-        started.elapsed().as_secs_f64()
-    );
-    checker
-        .discoveries()
-        .into_iter()
-        .map(|(name, path)| {
-            let steps: Vec<String> = path
-                .into_actions()
-                .iter()
-                .map(|action| format!("{action:?}"))
-                .collect();
-            (name, steps.join("\n  "))
-        })
-        .collect()
+    explore(
+        DirectoryModel { bug, checks },
+        MAX_DEPTH,
+        threads,
+        &format!("{bug:?}"),
+    )
 }
 
 /// Checks `bug` is caught by `property`, printing the counterexample (one thread: the same
@@ -499,13 +480,6 @@ fn assert_caught(bug: Bug, property: &'static str) {
         .find(|(name, _)| *name == property)
         .unwrap_or_else(|| panic!("{bug:?} not caught by \"{property}\"; found {found:?}"));
     println!("{bug:?} breaks \"{name}\":\n  {path}");
-}
-
-fn assert_kept(found: Vec<(&'static str, String)>) {
-    for (name, path) in &found {
-        println!("\"{name}\" broken:\n  {path}");
-    }
-    assert!(found.is_empty(), "{} properties broken", found.len());
 }
 
 #[test]

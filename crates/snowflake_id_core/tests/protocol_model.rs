@@ -47,12 +47,11 @@
 //! its timeline (a dump from after a recovery's target then repeats IDs: what this check found,
 //! `pgrx-tests/tests/pitr.rs`).
 
-use std::time::Instant;
-
 use snowflake_id_core::floor::LoggedValue;
 use snowflake_id_core::protocol;
-use stateright::{Checker, Model, Property};
+use stateright::{Model, Property};
 
+mod model_checking;
 #[path = "protocol_model/cluster.rs"]
 mod cluster;
 #[path = "protocol_model/steps.rs"]
@@ -61,6 +60,7 @@ mod steps;
 mod stores;
 
 use cluster::*;
+use model_checking::{assert_kept, explore};
 use steps::promote;
 use stores::*;
 
@@ -461,38 +461,14 @@ fn check(
     depth: usize,
     threads: usize,
 ) -> Vec<(&'static str, String)> {
-    let started = Instant::now();
-    let checker = ProtocolModel {
+    let model = ProtocolModel {
         bug,
         recoveries,
         floor_calls,
         checks,
-    }
-    .checker()
-    .threads(threads)
-    .target_max_depth(depth)
-    .spawn_dfs()
-    .join();
-    println!(
-        "{bug:?}, recoveries {recoveries}, floor calls {floor_calls}: {} states ({} unique), \
-         depth {}, in {:.1} s",
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth(),
-        started.elapsed().as_secs_f64()
-    );
-    checker
-        .discoveries()
-        .into_iter()
-        .map(|(name, path)| {
-            let steps: Vec<String> = path
-                .into_actions()
-                .iter()
-                .map(|action| format!("{action:?}"))
-                .collect();
-            (name, steps.join("\n  "))
-        })
-        .collect()
+    };
+    let label = format!("{bug:?}, recoveries {recoveries}, floor calls {floor_calls}");
+    explore(model, depth, threads, &label)
 }
 
 /// Checks `bug` is caught by `property` (with point-in-time recoveries among the events if
@@ -514,14 +490,6 @@ fn assert_caught(bug: Bug, property: &'static str, recoveries: bool, floor_calls
         .find(|(name, _)| *name == property)
         .unwrap_or_else(|| panic!("{bug:?} not caught by \"{property}\"; found {found:?}"));
     println!("{bug:?} breaks \"{name}\":\n  {path}");
-}
-
-/// Fails with every property broken and its counterexample.
-fn assert_kept(found: Vec<(&'static str, String)>) {
-    for (name, path) in &found {
-        println!("\"{name}\" broken:\n  {path}");
-    }
-    assert!(found.is_empty(), "{} properties broken", found.len());
 }
 
 #[test]
