@@ -51,9 +51,9 @@ use snowflake_id_core::floor::LoggedValue;
 use snowflake_id_core::protocol;
 use stateright::{Model, Property};
 
-mod model_checking;
 #[path = "protocol_model/cluster.rs"]
 mod cluster;
+mod model_checking;
 #[path = "protocol_model/steps.rs"]
 mod steps;
 #[path = "protocol_model/stores.rs"]

@@ -11,7 +11,12 @@ use stateright::{Checker, Model};
 /// Explores every state `model` reaches in `depth` events, on `threads` threads, and prints
 /// `label` with the count of states and the time; returns each broken property with its
 /// history, one event a line.
-pub fn explore<M>(model: M, depth: usize, threads: usize, label: &str) -> Vec<(&'static str, String)>
+pub fn explore<M>(
+    model: M,
+    depth: usize,
+    threads: usize,
+    label: &str,
+) -> Vec<(&'static str, String)>
 where
     M: Model + Send + Sync + 'static,
     M::State: Hash + Send + Sync + Clone + PartialEq + 'static,
