@@ -70,54 +70,36 @@ impl DirectoryEntry {
 }
 
 impl Directory {
-    /// `read` of this database's entry, when it is trusted (see the module's comment).
+    /// `read` of this database's entry, when it is trusted (see the module's comment). Each
+    /// call counts, for the database's entry if it has one, as answered or as looked up.
     fn trusted<T>(&self, read: impl FnOnce(&DirectoryEntry) -> Option<T>) -> Option<T> {
-        let Ok(generation) = self.open() else {
-            self.count_lookup();
-            return None;
-        };
+        let generation = self.open().ok();
         let database = this_database();
-        let held = with_lwlock(&self.lock, pg_sys::LWLockMode::LW_SHARED, || {
+        let (slot, held) = with_lwlock(&self.lock, pg_sys::LWLockMode::LW_SHARED, || {
             // SAFETY: entries are read under the lock held shared and written under it held
             // exclusively, so no write is under way.
             let entries = unsafe { &*self.entries.get() };
-            let (slot, entry) = entries.iter().enumerate().find_map(|(slot, entry)| {
-                entry
-                    .as_ref()
-                    .filter(|entry| entry.database == database && entry.generation == generation)
-                    .map(|entry| (slot, entry))
-            })?;
-            Some((slot, entry.floor?, read(entry)?))
-        });
+            // A database holds one entry at most (`remember` reuses its slot).
+            let slot = entries
+                .iter()
+                .position(|entry| entry.is_some_and(|entry| entry.database == database))?;
+            let held = entries[slot]
+                .as_ref()
+                .filter(|entry| Some(entry.generation) == generation)
+                .and_then(|entry| Some((entry.floor?, read(entry)?)));
+            Some((slot, held))
+        })?;
         // Outside the lock: opening a relation may wait for its lock and read pg_class.
         match held {
-            Some((slot, floor, found)) if floor_is_in_place(floor) => {
+            Some((floor, found)) if floor_is_in_place(floor) => {
                 self.answered[slot].fetch_add(1, Ordering::Relaxed);
                 Some(found)
             }
             _ => {
-                self.count_lookup();
+                self.looked_up[slot].fetch_add(1, Ordering::Relaxed);
                 None
             }
         }
-    }
-
-    /// Counts a lookup that reads the catalogs, for this database's entry if it has one.
-    fn count_lookup(&self) {
-        if let Some(slot) = self.slot_of(this_database()) {
-            self.looked_up[slot].fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    /// The entry that `database` holds, whatever its generation.
-    fn slot_of(&self, database: pg_sys::Oid) -> Option<usize> {
-        with_lwlock(&self.lock, pg_sys::LWLockMode::LW_SHARED, || {
-            // SAFETY: read under the lock held shared (see `trusted`).
-            let entries = unsafe { &*self.entries.get() };
-            entries
-                .iter()
-                .position(|entry| entry.is_some_and(|entry| entry.database == database))
-        })
     }
 
     /// Writes into this database's entry what lookups that began at `generation` found in the

@@ -392,7 +392,6 @@ fn snowflake_directory() -> TableIterator<
     ),
 > {
     shared_memory::require_preloaded();
-    let count = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
     let rows: Vec<_> = extension_directory::status()
         .into_iter()
         .map(|row| {
@@ -411,8 +410,8 @@ fn snowflake_directory() -> TableIterator<
                 name,
                 row.current,
                 row.layouts as i32,
-                count(row.answered),
-                count(row.looked_up),
+                saturating_i64(row.answered),
+                saturating_i64(row.looked_up),
                 row.off.map(|off| off.name().to_owned()),
             )
         })
@@ -453,7 +452,7 @@ fn snowflake_worker_slots() -> TableIterator<
                         // The taker's database, while the taker uses the id.
                         pg_sys::Oid::from(id.holder().map_or(0, |_| id.database_oid())),
                         timestamps::timestamptz(id.claimed_at_unix_us()),
-                        i64::try_from(id.ids_issued()).unwrap_or(i64::MAX),
+                        saturating_i64(id.ids_issued()),
                         i32::from(spaces.width_of(space)),
                         id.sessions() as i32,
                     )
@@ -494,9 +493,8 @@ fn snowflake_stats() -> TableIterator<
     let shared = shared_memory::state();
     let counters = &shared.counters;
     let reading = shared.read_clock();
-    let count = |counter: &std::sync::atomic::AtomicU64| {
-        i64::try_from(counter.load(Ordering::Relaxed)).unwrap_or(i64::MAX)
-    };
+    let count =
+        |counter: &std::sync::atomic::AtomicU64| saturating_i64(counter.load(Ordering::Relaxed));
     let row = (
         count(&counters.backward_steps),
         counters.largest_backward_step_us.load(Ordering::Relaxed) as f64 / 1_000.0,
@@ -513,12 +511,11 @@ fn snowflake_stats() -> TableIterator<
         set_timestamptz(shared.durable_floor()),
         worker_ids::sharing_sessions(shared.worker_ids()) as i32,
         count(&counters.tick_conflicts),
-        i64::try_from(worker_ids::ids_issued_since_start(
+        saturating_i64(worker_ids::ids_issued_since_start(
             shared.worker_ids(),
             &counters.ids_issued_retired,
             &counters.ids_issued_reported,
-        ))
-        .unwrap_or(i64::MAX),
+        )),
         set_timestamptz(
             Some(shared.owned_high_water())
                 .filter(|&end| end > 0)
@@ -636,4 +633,9 @@ fn checked_name(name: Option<&str>) -> &str {
         errors::invalid_sequence_name(name, catalog::MAX_NAME_BYTES).raise();
     }
     name
+}
+
+/// A count as SQL's `bigint`, held at its largest beyond it.
+fn saturating_i64(count: u64) -> i64 {
+    i64::try_from(count).unwrap_or(i64::MAX)
 }

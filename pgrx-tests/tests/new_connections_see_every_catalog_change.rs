@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use snowflake_id_cluster_tests::fixtures::failure;
+use snowflake_id_cluster_tests::fixtures::{failure, first_id, is_js53};
 use snowflake_id_cluster_tests::{error_parts, Client, Cluster, ClusterBuilder};
 
 /// `builder`'s cluster, started, with the extension created and `setup` run, and the
@@ -35,15 +35,6 @@ fn with_orders(builder: ClusterBuilder) -> (Cluster, Client) {
         "SELECT snowflake_create_sequence('orders')",
         "orders",
     )
-}
-
-/// The first ID of `sequence` in a new connection, or its SQLSTATE.
-fn first_id(cluster: &Cluster, sequence: &str) -> Result<i64, String> {
-    cluster
-        .connect()
-        .query_one("SELECT snowflake_nextval($1)", &[&sequence])
-        .map(|row| row.get(0))
-        .map_err(|error| error_parts(&error).0)
 }
 
 /// After `change`, a new connection finds no sequence "orders" and still serves `'default'`.
@@ -69,11 +60,6 @@ fn replace_orders_with_js53(cluster: &Cluster, admin: &mut Client) {
 fn assert_js53(cluster: &Cluster, replaced: &str) {
     let id = first_id(cluster, "orders").unwrap();
     assert!(is_js53(id), "{id} was made with {replaced}");
-}
-
-/// An ID of the classic layout today is above 2^53; one of js53 below it.
-fn is_js53(id: i64) -> bool {
-    id < 1 << 53
 }
 
 #[test]

@@ -13,7 +13,8 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use snowflake_id_cluster_tests::{backend_pid, error_parts, wait_until, Client, Cluster};
+use snowflake_id_cluster_tests::fixtures::{first_id, is_js53, next_id};
+use snowflake_id_cluster_tests::{backend_pid, wait_until, Client, Cluster};
 
 /// How the server loses its shared memory between the prepare and the commit.
 #[derive(Clone, Copy, Debug)]
@@ -98,23 +99,6 @@ fn prepare_then(server: Cluster, change: &str, fault: Fault) -> Setup {
             }
         }
     }
-}
-
-/// The first ID of `sequence` in a new connection, or its SQLSTATE.
-fn first_id(cluster: &Cluster, sequence: &str) -> Result<i64, String> {
-    next_id(&mut cluster.connect(), sequence)
-}
-
-fn next_id(client: &mut Client, sequence: &str) -> Result<i64, String> {
-    client
-        .query_one("SELECT snowflake_nextval($1)", &[&sequence])
-        .map(|row| row.get(0))
-        .map_err(|error| error_parts(&error).0)
-}
-
-/// An ID of the classic layout today is above 2^53; one of js53 below it.
-fn is_js53(id: i64) -> bool {
-    id < 1 << 53
 }
 
 /// After `fault`, a new connection and a pooled one find the old "x" (filling the directory

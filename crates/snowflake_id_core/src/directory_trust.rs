@@ -27,7 +27,7 @@
 //! Writes that no hook of the server sees (a logical apply worker's) are kept out: a
 //! publication that would publish a state relation is refused (docs/reference.md).
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// A transaction that wrote (or may have written) a database's extension state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -68,7 +68,7 @@ pub enum Off {
 }
 
 impl Off {
-    /// The reason as `snowflake_stats()` names it.
+    /// The reason as `snowflake_directory()` names it.
     pub fn name(self) -> &'static str {
         match self {
             Off::Recovery => "recovery",
@@ -98,8 +98,8 @@ pub struct DirectoryTrust<const SLOTS: usize> {
     writers: [AtomicU64; SLOTS],
     /// How many slots were taken, an upper bound of the writers followed: 0 spares the scan.
     taken: AtomicU32,
-    prepared_followed: AtomicU32,
-    overflowed: AtomicU32,
+    prepared_followed: AtomicBool,
+    overflowed: AtomicBool,
 }
 
 impl<const SLOTS: usize> Default for DirectoryTrust<SLOTS> {
@@ -116,8 +116,8 @@ impl<const SLOTS: usize> DirectoryTrust<SLOTS> {
             generation: AtomicU64::new(0),
             writers: std::array::from_fn(|_| AtomicU64::new(0)),
             taken: AtomicU32::new(0),
-            prepared_followed: AtomicU32::new(0),
-            overflowed: AtomicU32::new(0),
+            prepared_followed: AtomicBool::new(false),
+            overflowed: AtomicBool::new(false),
         }
     }
 
@@ -136,10 +136,10 @@ impl<const SLOTS: usize> DirectoryTrust<SLOTS> {
         if own_write {
             return Err(Off::OwnWrite);
         }
-        if self.prepared_followed.load(Ordering::Acquire) == 0 {
+        if !self.prepared_followed.load(Ordering::Acquire) {
             self.follow_prepared(server)?;
         }
-        if self.overflowed.load(Ordering::Acquire) != 0 {
+        if self.overflowed.load(Ordering::Acquire) {
             return Err(Off::Overflowed);
         }
         if self.taken.load(Ordering::Acquire) != 0 && self.settle(database, server) {
@@ -166,7 +166,7 @@ impl<const SLOTS: usize> DirectoryTrust<SLOTS> {
                 .is_ok()
         });
         if !followed {
-            self.overflowed.store(1, Ordering::Release);
+            self.overflowed.store(true, Ordering::Release);
         }
     }
 
@@ -185,19 +185,6 @@ impl<const SLOTS: usize> DirectoryTrust<SLOTS> {
     /// Makes every entry filled so far untrusted.
     pub fn bump(&self) {
         self.generation.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// The generation now, for `snowflake_stats()`.
-    pub fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
-    }
-
-    /// How many writers are followed now (of every database).
-    pub fn followed(&self) -> usize {
-        self.writers
-            .iter()
-            .filter(|slot| slot.load(Ordering::Acquire) != 0)
-            .count()
     }
 
     fn forget(&self, writer: Writer) {
@@ -238,7 +225,7 @@ impl<const SLOTS: usize> DirectoryTrust<SLOTS> {
                 self.follow(writer);
             }
         }
-        self.prepared_followed.store(1, Ordering::Release);
+        self.prepared_followed.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -268,21 +255,20 @@ impl<const SLOTS: usize> DirectoryTrust<SLOTS> {
 
 impl<const SLOTS: usize> Clone for DirectoryTrust<SLOTS> {
     fn clone(&self) -> Self {
-        let copy = |value: &AtomicU64| AtomicU64::new(value.load(Ordering::Acquire));
-        let copy32 = |value: &AtomicU32| AtomicU32::new(value.load(Ordering::Acquire));
+        let (generation, writers, taken, prepared_followed, overflowed) = self.values();
         DirectoryTrust {
-            generation: copy(&self.generation),
-            writers: std::array::from_fn(|index| copy(&self.writers[index])),
-            taken: copy32(&self.taken),
-            prepared_followed: copy32(&self.prepared_followed),
-            overflowed: copy32(&self.overflowed),
+            generation: AtomicU64::new(generation),
+            writers: writers.map(AtomicU64::new),
+            taken: AtomicU32::new(taken),
+            prepared_followed: AtomicBool::new(prepared_followed),
+            overflowed: AtomicBool::new(overflowed),
         }
     }
 }
 
 impl<const SLOTS: usize> DirectoryTrust<SLOTS> {
     /// Everything it holds, as plain values (the model check compares and hashes states so).
-    pub fn values(&self) -> (u64, [u64; SLOTS], u32, u32, u32) {
+    fn values(&self) -> (u64, [u64; SLOTS], u32, bool, bool) {
         (
             self.generation.load(Ordering::Acquire),
             std::array::from_fn(|index| self.writers[index].load(Ordering::Acquire)),
@@ -320,8 +306,8 @@ impl<const SLOTS: usize> std::fmt::Debug for DirectoryTrust<SLOTS> {
                     .filter_map(|&packed| Writer::unpacked(packed))
                     .collect::<Vec<_>>(),
             )
-            .field("prepared_followed", &(prepared_followed != 0))
-            .field("overflowed", &(overflowed != 0))
+            .field("prepared_followed", &prepared_followed)
+            .field("overflowed", &overflowed)
             .finish()
     }
 }
@@ -354,6 +340,11 @@ mod tests {
 
     const DB: u32 = 5;
 
+    /// How many writers `trust` follows now.
+    fn followed<const SLOTS: usize>(trust: &DirectoryTrust<SLOTS>) -> usize {
+        trust.values().1.iter().filter(|&&slot| slot != 0).count()
+    }
+
     #[test]
     fn a_committing_writer_closes_its_database_and_its_end_bumps() {
         let trust = DirectoryTrust::<4>::new();
@@ -373,7 +364,7 @@ mod tests {
         let after = trust.open_for(DB, false, &server).unwrap();
         assert!(after > before);
         assert!(!trust.is_current(before));
-        assert_eq!(trust.followed(), 0);
+        assert_eq!(followed(&trust), 0);
         // Its own callback, late: one more bump, nothing else.
         trust.committed(writer);
         assert!(trust.open_for(DB, false, &server).unwrap() > after);
@@ -440,7 +431,7 @@ mod tests {
             database: DB,
             xid: 0,
         });
-        assert_eq!(trust.followed(), 0);
+        assert_eq!(followed(&trust), 0);
     }
 
     #[test]
