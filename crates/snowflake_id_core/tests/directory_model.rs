@@ -29,7 +29,7 @@ use snowflake_id_core::directory_trust::{DirectoryTrust, Server, Writer};
 use stateright::{Model, Property};
 
 mod model_checking;
-use model_checking::{assert_kept, explore};
+use model_checking::{assert_broken, assert_kept, explore};
 
 /// Events per history.
 const MAX_DEPTH: usize = 18;
@@ -475,11 +475,7 @@ fn check(bug: Bug, checks: Option<&'static str>, threads: usize) -> Vec<(&'stati
 /// path every run).
 fn assert_caught(bug: Bug, property: &'static str) {
     let found = check(bug, Some(property), 1);
-    let (name, path) = found
-        .iter()
-        .find(|(name, _)| *name == property)
-        .unwrap_or_else(|| panic!("{bug:?} not caught by \"{property}\"; found {found:?}"));
-    println!("{bug:?} breaks \"{name}\":\n  {path}");
+    assert_broken(&found, property, &format!("{bug:?}"));
 }
 
 #[test]

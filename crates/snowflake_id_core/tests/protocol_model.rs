@@ -60,7 +60,7 @@ mod steps;
 mod stores;
 
 use cluster::*;
-use model_checking::{assert_kept, explore};
+use model_checking::{assert_broken, assert_kept, explore};
 use steps::promote;
 use stores::*;
 
@@ -485,11 +485,7 @@ fn assert_caught(bug: Bug, property: &'static str, recoveries: bool, floor_calls
     // on the machine's speed (a run beside other work once missed the seeded bug), with one it
     // is the same every run.
     let found = check(bug, Some(property), (recoveries, floor_calls), depth, 1);
-    let (name, path) = found
-        .iter()
-        .find(|(name, _)| *name == property)
-        .unwrap_or_else(|| panic!("{bug:?} not caught by \"{property}\"; found {found:?}"));
-    println!("{bug:?} breaks \"{name}\":\n  {path}");
+    assert_broken(&found, property, &format!("{bug:?}"));
 }
 
 #[test]

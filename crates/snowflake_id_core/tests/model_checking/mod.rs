@@ -57,3 +57,12 @@ pub fn assert_kept(found: Vec<(&'static str, String)>) {
     }
     assert!(found.is_empty(), "{} properties broken", found.len());
 }
+
+/// Fails unless `found` has `property` broken (by `what`, a seeded bug); prints its history.
+pub fn assert_broken(found: &[(&'static str, String)], property: &str, what: &str) {
+    let (name, path) = found
+        .iter()
+        .find(|(name, _)| *name == property)
+        .unwrap_or_else(|| panic!("{what} not caught by \"{property}\"; found {found:?}"));
+    println!("{what} breaks \"{name}\":\n  {path}");
+}
