@@ -34,9 +34,14 @@
 //! starts no executor plan): a publication that would publish the catalog table is refused
 //! (`publications.rs`).
 //!
+//! Each counts once PostgreSQL checked the privileges for it, and only while it can still
+//! commit: a write in a subtransaction that rolled back moves nothing.
+//!
 //! Rows of this backend's own transaction are never left here: they are not committed. And a
-//! transaction that wrote the state neither asks nor fills the directory until it ends.
+//! transaction that holds a write of the state neither asks nor fills the directory until it
+//! ends.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use once_cell::sync::OnceCell;
@@ -44,6 +49,7 @@ use pgrx::callbacks::{register_xact_callback, PgXactCallbackEvent};
 use pgrx::prelude::*;
 use snowflake_id_core::directory_trust::{Off, Server, Writer};
 use snowflake_id_core::layout::Layout;
+use snowflake_id_core::state_writes::StateWrites;
 
 use crate::catalog::{self, CatalogTable, RowVersion, MAX_NAME_BYTES};
 use crate::shared_memory::{
@@ -171,11 +177,8 @@ impl Directory {
     /// The generation at which this database's entry may be used now, or why it may not
     /// (the core's rule over this server).
     fn open(&self) -> Result<u64, Off> {
-        self.trust.open_for(
-            this_database().to_u32(),
-            STATE_WRITTEN.load(Ordering::Relaxed),
-            &ThisServer,
-        )
+        self.trust
+            .open_for(this_database().to_u32(), holds_state_writes(), &ThisServer)
     }
 
     /// Whether `relation` is the catalog table or a floor relation of this database's entry.
@@ -239,7 +242,7 @@ pub fn status() -> Vec<DatabaseStatus> {
         .map(|(database, generation, layouts, answered, looked_up)| {
             let open = directory.trust.open_for(
                 database.to_u32(),
-                database == this && STATE_WRITTEN.load(Ordering::Relaxed),
+                database == this && holds_state_writes(),
                 &ThisServer,
             );
             DatabaseStatus {
@@ -401,6 +404,7 @@ pub fn install_hooks() {
         pg_sys::object_access_hook = Some(on_object_access);
         PREVIOUS_EXECUTOR_START_HOOK.get_or_init(|| pg_sys::ExecutorStart_hook);
         pg_sys::ExecutorStart_hook = Some(on_executor_start);
+        pg_sys::RegisterSubXactCallback(Some(on_subtransaction_event), std::ptr::null_mut());
     }
 }
 
@@ -492,7 +496,7 @@ fn is_state_relation(relation: pg_sys::Oid) -> bool {
 
 /// This database's `snowflake_id_internal` schema (InvalidOid while there is none), looked up
 /// once and again after any change of `pg_namespace` (a syscache callback forgets it).
-fn internal_namespace() -> pg_sys::Oid {
+pub(crate) fn internal_namespace() -> pg_sys::Oid {
     let known = INTERNAL_NAMESPACE.load(Ordering::Relaxed);
     if known & NAMESPACE_KNOWN != 0 {
         return pg_sys::Oid::from(known as u32);
@@ -532,14 +536,22 @@ unsafe extern "C-unwind" fn forget_internal_namespace(
     INTERNAL_NAMESPACE.store(0, Ordering::Relaxed);
 }
 
-/// This transaction wrote the extension's state: the directory's rule follows it from its
-/// pre-commit or pre-prepare callback (before its commit can be visible) until it ends, and its
-/// commit bumps the generation.
+/// This transaction wrote the extension's state at its current level: once it holds a write
+/// that can still commit (`snowflake_id_core::state_writes`), the directory's rule follows it
+/// from its pre-commit or pre-prepare callback (before its commit can be visible) until it
+/// ends, and its commit bumps the generation. A write in a subtransaction that rolls back (an
+/// exception block, a savepoint rolled back, a write the catalog's guard refused) moves nothing.
 fn forget_at_commit() {
-    if STATE_WRITTEN.swap(true, Ordering::Relaxed) {
+    // SAFETY: a plain read of this backend's transaction state.
+    let level = unsafe { pg_sys::GetCurrentTransactionNestLevel() };
+    change_state_writes(|writes| writes.wrote(level as u32));
+    if CALLBACKS_REGISTERED.swap(true, Ordering::Relaxed) {
         return;
     }
     let follow = || {
+        if !holds_state_writes() {
+            return;
+        }
         let writer = this_writer();
         FOLLOWED_XID.store(writer.xid, Ordering::Relaxed);
         if let Some(shared) = shared_memory::try_state() {
@@ -549,23 +561,78 @@ fn forget_at_commit() {
     register_xact_callback(PgXactCallbackEvent::PreCommit, follow);
     register_xact_callback(PgXactCallbackEvent::PrePrepare, follow);
     register_xact_callback(PgXactCallbackEvent::Commit, || {
-        STATE_WRITTEN.store(false, Ordering::Relaxed);
-        if let Some(shared) = shared_memory::try_state() {
-            shared.directory.trust.committed(followed_writer());
+        if end_of_state_writes() {
+            if let Some(shared) = shared_memory::try_state() {
+                shared.directory.trust.committed(followed_writer());
+            }
         }
     });
     register_xact_callback(PgXactCallbackEvent::Abort, || {
-        STATE_WRITTEN.store(false, Ordering::Relaxed);
+        end_of_state_writes();
         if let Some(shared) = shared_memory::try_state() {
             shared.directory.trust.aborted(followed_writer());
         }
     });
     // A prepared transaction stays followed: it is in progress until it ends elsewhere.
     register_xact_callback(PgXactCallbackEvent::Prepare, || {
-        STATE_WRITTEN.store(false, Ordering::Relaxed);
+        end_of_state_writes();
         FOLLOWED_XID.store(0, Ordering::Relaxed);
     });
 }
+
+/// A subtransaction's end hands its writes of the state to its parent, or discards them
+/// (registered once per backend, from `install_hooks`).
+#[pg_guard]
+unsafe extern "C-unwind" fn on_subtransaction_event(
+    event: pg_sys::SubXactEvent::Type,
+    _subtransaction: pg_sys::SubTransactionId,
+    _parent: pg_sys::SubTransactionId,
+    _argument: *mut std::ffi::c_void,
+) {
+    use pg_sys::SubXactEvent::{SUBXACT_EVENT_ABORT_SUB, SUBXACT_EVENT_COMMIT_SUB};
+    if !CALLBACKS_REGISTERED.load(Ordering::Relaxed) {
+        return;
+    }
+    // SAFETY: a plain read of this backend's transaction state: PostgreSQL calls these events
+    // while the ending subtransaction is still the current one.
+    let level = unsafe { pg_sys::GetCurrentTransactionNestLevel() } as u32;
+    match event {
+        SUBXACT_EVENT_COMMIT_SUB => change_state_writes(|w| w.subtransaction_committed(level)),
+        SUBXACT_EVENT_ABORT_SUB => change_state_writes(|w| w.subtransaction_aborted(level)),
+        _ => {}
+    }
+}
+
+/// Whether this backend's transaction holds a write of the extension's state that can still
+/// commit: the directory does not hold what the transaction sees (a sequence it dropped is
+/// still there), so it neither answers nor is filled until the transaction ends.
+fn holds_state_writes() -> bool {
+    STATE_WRITES.with(|writes| writes.get().any())
+}
+
+fn change_state_writes(change: impl FnOnce(&mut StateWrites)) {
+    STATE_WRITES.with(|writes| {
+        let mut changed = writes.get();
+        change(&mut changed);
+        writes.set(changed);
+    });
+}
+
+/// The transaction ended: whether it held a write that could commit (its callbacks followed
+/// it), forgotten for the next one.
+fn end_of_state_writes() -> bool {
+    CALLBACKS_REGISTERED.store(false, Ordering::Relaxed);
+    STATE_WRITES.with(|writes| writes.replace(StateWrites::none()).any())
+}
+
+thread_local! {
+    /// This backend's transaction's writes of the extension's state (a backend is one thread).
+    static STATE_WRITES: Cell<StateWrites> = const { Cell::new(StateWrites::none()) };
+}
+
+/// Set once this backend's transaction made a write of the state, until it ends: its
+/// transaction callbacks are registered.
+static CALLBACKS_REGISTERED: AtomicBool = AtomicBool::new(false);
 
 /// This transaction as a writer of this database (xid 0 while it has none: it wrote nothing).
 fn this_writer() -> Writer {
@@ -588,11 +655,6 @@ fn followed_writer() -> Writer {
 
 /// The transaction id this backend's pre-commit or pre-prepare callback followed (0: none).
 static FOLLOWED_XID: AtomicU32 = AtomicU32::new(0);
-
-/// Set while this backend's transaction has written the extension's state (`forget_at_commit`):
-/// the directory does not hold what the transaction sees (a sequence it dropped is still
-/// there), so it neither answers nor is filled until the transaction ends.
-static STATE_WRITTEN: AtomicBool = AtomicBool::new(false);
 
 /// Whether the floor relation of an entry, with the schema it was found in, is still a
 /// sequence there. It stays open (locked for reading to the end of the transaction), as the

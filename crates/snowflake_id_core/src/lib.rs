@@ -17,6 +17,8 @@
 //!   raises and flushes it (§5.3).
 //! - [`directory_trust`]: when a backend may trust the server's directory of extensions, or
 //!   leave there what it looked up: the writers followed and the generation (§6).
+//! - [`state_writes`]: which of a transaction's writes of the extension's state can still
+//!   commit, through its subtransactions (§6).
 //! - [`protocol`]: a server's start and clean shutdown, the steps before the first ID of a tick,
 //!   the worker's renewal, raising the floor and a promotion's start, over traits the extension implements with PostgreSQL and
 //!   the model checker in memory (§5).
@@ -41,6 +43,7 @@ pub mod protocol;
 pub mod renewal;
 pub mod reservation;
 pub mod sequence_options;
+pub mod state_writes;
 pub mod tick_claims;
 pub mod worker_ids;
 
