@@ -96,6 +96,17 @@ pub unsafe fn qualified(namespace: pg_sys::Oid, name: *const std::ffi::c_char) -
     }
 }
 
+/// The relation's name, schema-qualified and quoted, as it is called now.
+pub fn relation_name(relation: pg_sys::Oid) -> String {
+    // SAFETY: syscache lookups inside a transaction; the names are copied by `qualified`.
+    unsafe {
+        qualified(
+            pg_sys::get_rel_namespace(relation),
+            pg_sys::get_rel_name(relation),
+        )
+    }
+}
+
 // Every statement below runs under the caller's search_path, so it names every function,
 // operator and type by schema (or uses SQL syntax that always means pg_catalog's): an object in
 // a schema the caller put first can neither change the answer nor call back into the extension.
@@ -112,7 +123,7 @@ pub fn locate() -> CatalogTable {
 pub fn find() -> Option<CatalogTable> {
     let extension = Extension::installed()?;
     // Only the extension's own table: a role's table of that name is never read as it.
-    let oid = extension.member(c"snowflake_sequence_catalog", pg_sys::RELKIND_RELATION)?;
+    let oid = extension.member(CATALOG_TABLE_NAME, pg_sys::RELKIND_RELATION)?;
     Some(CatalogTable {
         oid,
         extension_namespace: extension.namespace,
@@ -244,6 +255,9 @@ unsafe fn extension_row(extensions: pg_sys::Relation) -> Option<(pg_sys::Oid, Ve
 /// (sql/snowflake_id--0.9.0--0.10.0.sql creates it, so only superusers own or can create
 /// anything in it).
 pub const INTERNAL_SCHEMA: &CStr = c"snowflake_id_internal";
+/// The catalog table's name in that schema, and its primary key's.
+pub const CATALOG_TABLE_NAME: &CStr = c"snowflake_sequence_catalog";
+pub const CATALOG_KEY_NAME: &CStr = c"snowflake_sequence_catalog_pkey";
 
 /// The lock a reader of a relation takes (`ACCESS SHARE`).
 pub const ACCESS_SHARE: pg_sys::LOCKMODE = pg_sys::AccessShareLock as pg_sys::LOCKMODE;

@@ -33,9 +33,9 @@ use crate::shared_memory::{
 };
 use crate::system_clock;
 
-const RELATION_NAME: &std::ffi::CStr = c"snowflake_floor";
+pub(crate) const RELATION_NAME: &std::ffi::CStr = c"snowflake_floor";
 /// The relation that says which cluster wrote the floor, and on which timeline.
-const WRITER_RELATION_NAME: &std::ffi::CStr = c"snowflake_floor_writer";
+pub(crate) const WRITER_RELATION_NAME: &std::ffi::CStr = c"snowflake_floor_writer";
 
 /// Whether a role that can log in and is not a superuser may write `relation` now, itself or
 /// through a role it is a member of: a grant, the database's ownership (`pg_database_owner`,
@@ -52,17 +52,6 @@ fn writable_by_a_non_superuser(relation: pg_sys::Oid) -> bool {
     .ok()
     .flatten()
     .unwrap_or(true)
-}
-
-/// The relation's name, schema-qualified and quoted, as it is called now.
-fn relation_name(relation: pg_sys::Oid) -> String {
-    // SAFETY: syscache lookups inside a transaction; the names are copied by `qualified`.
-    unsafe {
-        catalog::qualified(
-            pg_sys::get_rel_namespace(relation),
-            pg_sys::get_rel_name(relation),
-        )
-    }
 }
 
 /// This backend's view of its database's floor relation.
@@ -265,7 +254,7 @@ impl FloorRelation for InDatabase<'_> {
             && policy.beyond_trusted_lead(floor, wall)
             && writable_by_a_non_superuser(self.relations.floor)
         {
-            let name = relation_name(self.relations.floor);
+            let name = catalog::relation_name(self.relations.floor);
             return Err(errors::floor_beyond_trust(
                 &name,
                 floor,
@@ -615,7 +604,7 @@ fn trusted_owner(relation: pg_sys::Oid) -> pg_sys::Oid {
     unsafe {
         if !pg_sys::superuser_arg(owner) {
             errors::floor_relation_not_superuser_owned(
-                &relation_name(relation),
+                &catalog::relation_name(relation),
                 &catalog::quoted(pg_sys::GetUserNameFromId(owner, true)),
             )
             .raise();

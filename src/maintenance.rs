@@ -3,12 +3,23 @@
 //! floor relations, so a lock that conflicts with those reads and writes, held or only queued,
 //! makes every other session of the database wait. PostgreSQL lets roles that are not
 //! superusers take such locks on them: `pg_maintain` and the `MAINTAIN` privilege (17+:
-//! `LOCK TABLE`, `VACUUM FULL`, `CLUSTER`, `REINDEX`), and `pg_write_all_data` members
-//! (`LOCK TABLE … IN ACCESS EXCLUSIVE MODE` on the catalog table, through `UPDATE`). A
-//! utility hook refuses those commands (42501) when they name a relation of the extension's
-//! own schema and the caller is not a superuser. Lighter locks (`pg_dump`'s `ACCESS SHARE`)
-//! and maintenance of the whole database (which takes each relation's lock for as long as its
-//! few pages take) go through.
+//! `LOCK TABLE`, `VACUUM FULL`, `CLUSTER`, `REINDEX`), `pg_write_all_data` members (`LOCK TABLE
+//! … IN ACCESS EXCLUSIVE MODE` on the catalog table, through `UPDATE`), and anybody's `LOCK
+//! TABLE` of a view over a state relation (PostgreSQL locks a view's base relations in the same
+//! mode, checking the view owner's rights: a view of one's own over the catalog table, or the
+//! extension's `snowflake_sequences`). The utility hook judges a command of a role that is not
+//! a superuser by what PostgreSQL will lock, and refuses it (42501) when that is a state
+//! relation in `SHARE` mode or stronger:
+//! - before the command: the relations a `LOCK TABLE` reaches through views (their rules'
+//!   dependencies, recursively, sub-queries included) and inheritance, and the relations
+//!   `VACUUM FULL`, `CLUSTER` and `REINDEX` name, so a refused lock never waits in the queue;
+//! - after it: whatever the command left this backend holding on a state relation in such a
+//!   mode that it did not hold before (any command, any path PostgreSQL took), so nothing keeps
+//!   the lock past the error.
+//!
+//! Lighter locks (`pg_dump`'s `ACCESS SHARE`) and maintenance of the whole database (which
+//! takes each relation's lock in a transaction of its own, for as long as its few pages take)
+//! go through.
 
 use std::ffi::CStr;
 
@@ -17,7 +28,9 @@ use pgrx::prelude::*;
 use pgrx::PgList;
 
 use crate::catalog;
+use crate::database_floor;
 use crate::errors;
+use crate::extension_directory;
 use crate::publications;
 use crate::unguarded;
 
@@ -46,13 +59,17 @@ unsafe extern "C-unwind" fn process_utility(
     destination: *mut pg_sys::DestReceiver,
     completion: *mut pg_sys::QueryCompletion,
 ) {
-    // SAFETY: PostgreSQL passes a planned utility statement; superuser() reads this backend's
-    // cached role.
-    if !unsafe { pg_sys::superuser() } {
+    // SAFETY: superuser() reads this backend's cached role.
+    let guarded = !unsafe { pg_sys::superuser() };
+    let state = if guarded {
+        // SAFETY: PostgreSQL passes a planned utility statement, inside a transaction.
         if let Some(relation) = unsafe { blocking_the_state((*statement).utilityStmt) } {
             errors::maintenance_of_the_state(&relation).raise();
         }
-    }
+        StateLocks::now()
+    } else {
+        StateLocks::default()
+    };
     // SAFETY: the statement's node tag, read before the command runs (it may change the tree).
     let publishes = unsafe { (*statement).utilityStmt.as_ref() }
         .is_some_and(|node| publications::may_publish_the_state(node.type_));
@@ -83,8 +100,80 @@ unsafe extern "C-unwind" fn process_utility(
             ),
         }
     }
+    if let Some(relation) = state.newly_blocking() {
+        errors::maintenance_of_the_state(&relation).raise();
+    }
     if publishes {
         publications::refuse_publishing_the_state();
+    }
+}
+
+/// The state relations of this database and which of them this backend holds a lock on that
+/// blocks IDs (`SHARE` or stronger). Plain values, nothing to drop: an error of the command
+/// leaves the hook's frame by PostgreSQL's longjmp.
+#[derive(Clone, Copy, Default)]
+struct StateLocks {
+    relations: [Option<(pg_sys::Oid, bool)>; 4],
+}
+
+impl StateLocks {
+    /// The state relations (none where the extension's schema is not), as held now.
+    fn now() -> StateLocks {
+        let schema = extension_directory::internal_namespace();
+        if schema == pg_sys::InvalidOid {
+            return StateLocks::default();
+        }
+        let names = [
+            catalog::CATALOG_TABLE_NAME,
+            catalog::CATALOG_KEY_NAME,
+            database_floor::RELATION_NAME,
+            database_floor::WRITER_RELATION_NAME,
+        ];
+        StateLocks {
+            relations: names.map(|name| {
+                // SAFETY: a syscache lookup of a static name, inside a transaction.
+                let relation = unsafe { pg_sys::get_relname_relid(name.as_ptr(), schema) };
+                (relation != pg_sys::InvalidOid).then(|| (relation, holds_blocking_lock(relation)))
+            }),
+        }
+    }
+
+    /// A state relation (qualified, quoted) this backend holds such a lock on now and did not
+    /// hold one on then.
+    fn newly_blocking(&self) -> Option<String> {
+        self.relations
+            .iter()
+            .flatten()
+            .find(|&&(relation, held)| !held && holds_blocking_lock(relation))
+            .map(|&(relation, _)| catalog::relation_name(relation))
+    }
+}
+
+/// Whether this backend holds a lock on `relation` (of this database) in `SHARE` mode or
+/// stronger: one that makes a first ID's read of the catalog table, or a floor write, wait.
+fn holds_blocking_lock(relation: pg_sys::Oid) -> bool {
+    let tag = pg_sys::LOCKTAG {
+        // SAFETY: a backend-local value set when the backend connected to its database.
+        locktag_field1: unsafe { pg_sys::MyDatabaseId }.to_u32(),
+        locktag_field2: relation.to_u32(),
+        locktag_field3: 0,
+        locktag_field4: 0,
+        locktag_type: pg_sys::LockTagType::LOCKTAG_RELATION as u8,
+        locktag_lockmethodid: pg_sys::DEFAULT_LOCKMETHOD as u8,
+    };
+    let share = pg_sys::ShareLock as pg_sys::LOCKMODE;
+    #[cfg(any(feature = "pg15", feature = "pg16"))]
+    {
+        let strongest = pg_sys::AccessExclusiveLock as pg_sys::LOCKMODE;
+        // SAFETY: reads this backend's own lock table for the tag built above (as
+        // SET_LOCKTAG_RELATION builds it), once per mode.
+        (share..=strongest).any(|mode| unsafe { pg_sys::LockHeldByMe(&tag, mode) })
+    }
+    #[cfg(any(feature = "pg17", feature = "pg18"))]
+    {
+        // SAFETY: reads this backend's own lock table for the tag built above (as
+        // SET_LOCKTAG_RELATION builds it).
+        unsafe { pg_sys::LockHeldByMe(&tag, share, true) }
     }
 }
 
@@ -107,9 +196,9 @@ unsafe fn blocking_the_state(node: *mut pg_sys::Node) -> Option<String> {
     if !relevant.contains(&kind) {
         return None;
     }
-    // SAFETY: a syscache lookup; InvalidOid where the extension is not installed (or predates
-    // its schema), and then nothing here is the state.
-    let schema = unsafe { pg_sys::get_namespace_oid(catalog::INTERNAL_SCHEMA.as_ptr(), true) };
+    // InvalidOid where the extension is not installed (or predates its schema), and then
+    // nothing here is the state.
+    let schema = extension_directory::internal_namespace();
     if schema == pg_sys::InvalidOid {
         return None;
     }
@@ -124,7 +213,10 @@ unsafe fn blocking_the_state(node: *mut pg_sys::Node) -> Option<String> {
                 }
                 PgList::<pg_sys::RangeVar>::from_pg((*lock).relations)
                     .iter_ptr()
-                    .find_map(|relation| of_the_state(relation, schema))
+                    .find_map(|relation| {
+                        let oid = relation_of(relation)?;
+                        in_schema(oid, schema).or_else(|| reached_through(oid, schema))
+                    })
             }
             pg_sys::NodeTag::T_VacuumStmt => {
                 let vacuum = node.cast::<pg_sys::VacuumStmt>();
@@ -162,19 +254,78 @@ unsafe fn blocking_the_state(node: *mut pg_sys::Node) -> Option<String> {
 /// # Safety
 /// `relation` is null or a `RangeVar` of a parsed statement, inside a transaction.
 unsafe fn of_the_state(relation: *mut pg_sys::RangeVar, schema: pg_sys::Oid) -> Option<String> {
+    // SAFETY: see the contract.
+    in_schema(unsafe { relation_of(relation) }?, schema)
+}
+
+/// The relation `relation` names now, if any (a missing one: the command reports it).
+///
+/// # Safety
+/// `relation` is null or a `RangeVar` of a parsed statement, inside a transaction.
+unsafe fn relation_of(relation: *mut pg_sys::RangeVar) -> Option<pg_sys::Oid> {
     if relation.is_null() {
         return None;
     }
-    // SAFETY: see the contract; a missing relation is InvalidOid (the command reports it).
-    unsafe {
-        let oid = pg_sys::RangeVarGetRelidExtended(
+    // SAFETY: see the contract; resolved without taking a lock (the command takes its own).
+    let oid = unsafe {
+        pg_sys::RangeVarGetRelidExtended(
             relation,
             pg_sys::NoLock as pg_sys::LOCKMODE,
             pg_sys::RVROption::RVR_MISSING_OK,
             None,
             std::ptr::null_mut(),
-        );
-        (oid != pg_sys::InvalidOid && pg_sys::get_rel_namespace(oid) == schema)
-            .then(|| catalog::qualified(schema, pg_sys::get_rel_name(oid)))
+        )
+    };
+    (oid != pg_sys::InvalidOid).then_some(oid)
+}
+
+/// `relation`, qualified and quoted, when it is in `schema`.
+fn in_schema(relation: pg_sys::Oid, schema: pg_sys::Oid) -> Option<String> {
+    // SAFETY: syscache lookups inside a transaction; the names are copied by `qualified`.
+    unsafe {
+        (pg_sys::get_rel_namespace(relation) == schema)
+            .then(|| catalog::qualified(schema, pg_sys::get_rel_name(relation)))
     }
+}
+
+/// `pg_rewrite`'s OID (catalog/pg_rewrite.h; fixed in every release), which pgrx's bindings
+/// leave out.
+const REWRITE_RELATION_ID: pg_sys::Oid = pg_sys::Oid::from_u32(2618);
+
+/// A relation of `schema` that `LOCK TABLE` of `relation` would lock too: through a view (the
+/// relations its `SELECT` rule depends on, which are those its query and sub-queries read),
+/// views over views, and inheritance children (partitions included), as PostgreSQL's
+/// `LockViewRecurse` and `LockTableRecurse` walk them. Read from PostgreSQL's catalogs with
+/// every name and operator qualified, so nothing a role defines takes part (about a
+/// millisecond, for a `LOCK TABLE` in `SHARE` mode or stronger by a role that is not a
+/// superuser).
+fn reached_through(relation: pg_sys::Oid, schema: pg_sys::Oid) -> Option<String> {
+    let reached = Spi::get_one_with_args::<pg_sys::Oid>(
+        "WITH RECURSIVE reached(relation) AS ( \
+             SELECT $1 \
+           UNION \
+             SELECT next.relation FROM reached, LATERAL ( \
+                 SELECT dependency.refobjid \
+                   FROM pg_catalog.pg_rewrite AS rule \
+                   JOIN pg_catalog.pg_depend AS dependency \
+                     ON dependency.classid OPERATOR(pg_catalog.=) $3 \
+                    AND dependency.objid OPERATOR(pg_catalog.=) rule.oid \
+                  WHERE rule.ev_class OPERATOR(pg_catalog.=) reached.relation \
+                    AND rule.ev_type OPERATOR(pg_catalog.=) '1'::pg_catalog.\"char\" \
+                    AND dependency.refclassid OPERATOR(pg_catalog.=) $4 \
+               UNION ALL \
+                 SELECT child.inhrelid FROM pg_catalog.pg_inherits AS child \
+                  WHERE child.inhparent OPERATOR(pg_catalog.=) reached.relation \
+             ) AS next(relation)) \
+         SELECT reached.relation FROM reached \
+           JOIN pg_catalog.pg_class AS class ON class.oid OPERATOR(pg_catalog.=) reached.relation \
+          WHERE class.relnamespace OPERATOR(pg_catalog.=) $2 LIMIT 1",
+        &[
+            relation.into(),
+            schema.into(),
+            REWRITE_RELATION_ID.into(),
+            pg_sys::RelationRelationId.into(),
+        ],
+    );
+    in_schema(reached.ok().flatten()?, schema)
 }
