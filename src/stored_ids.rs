@@ -181,7 +181,11 @@ fn indexes_touched() -> Vec<pg_sys::Oid> {
             .raise()
         })
     });
-    relations.into_iter().flat_map(indexes_of).collect()
+    let mut indexes: Vec<pg_sys::Oid> = relations.into_iter().flat_map(indexes_of).collect();
+    // A partitioned table and its partitions' indexes may both be reported.
+    indexes.sort_unstable_by_key(|index| index.to_u32());
+    indexes.dedup();
+    indexes
 }
 
 /// `snowflake_id_internal.warn_of_stored_ids_ahead(index oid, seq text)`, which the PL/pgSQL
@@ -234,27 +238,75 @@ fn warn_if_stored_ids_ahead(index: pg_sys::Oid) {
 }
 
 /// The indexes of relation `relation`: itself when it is an index, its indexes when it is a
-/// table (none when it no longer exists).
+/// table, and for a partitioned index or table those of every partition below it, which the
+/// command built or attached without reporting them (none when it no longer exists).
 fn indexes_of(relation: pg_sys::Oid) -> Vec<pg_sys::Oid> {
-    // SAFETY: a syscache lookup, then (for a table) the relation opened by OID inside a
-    // transaction, its index list copied out, and the relation closed keeping its lock.
-    unsafe {
-        match pg_sys::get_rel_relkind(relation) as u8 {
-            pg_sys::RELKIND_INDEX => vec![relation],
-            pg_sys::RELKIND_RELATION => {
-                let table = pg_sys::try_relation_open(relation, ACCESS_SHARE);
-                if table.is_null() {
-                    return Vec::new();
-                }
-                let list = pg_sys::RelationGetIndexList(table);
-                let indexes = PgList::<pg_sys::Oid>::from_pg(list).iter_oid().collect();
-                pg_sys::list_free(list);
-                pg_sys::relation_close(table, pg_sys::NoLock as pg_sys::LOCKMODE);
-                indexes
-            }
-            _ => Vec::new(),
+    // SAFETY: a syscache lookup of a relation, inside a transaction.
+    match unsafe { pg_sys::get_rel_relkind(relation) } as u8 {
+        pg_sys::RELKIND_INDEX => vec![relation],
+        pg_sys::RELKIND_RELATION => indexes_of_table(relation),
+        pg_sys::RELKIND_PARTITIONED_TABLE | pg_sys::RELKIND_PARTITIONED_INDEX => {
+            partitions_below(relation)
+                .into_iter()
+                .flat_map(indexes_of)
+                .collect()
         }
+        _ => Vec::new(),
     }
+}
+
+/// The indexes of table `table` (none when it no longer exists).
+fn indexes_of_table(table: pg_sys::Oid) -> Vec<pg_sys::Oid> {
+    // SAFETY: the relation opened by OID inside a transaction, its index list copied out, and
+    // the relation closed keeping its lock.
+    unsafe {
+        let opened = pg_sys::try_relation_open(table, ACCESS_SHARE);
+        if opened.is_null() {
+            return Vec::new();
+        }
+        let list = pg_sys::RelationGetIndexList(opened);
+        let indexes = PgList::<pg_sys::Oid>::from_pg(list).iter_oid().collect();
+        pg_sys::list_free(list);
+        pg_sys::relation_close(opened, pg_sys::NoLock as pg_sys::LOCKMODE);
+        indexes
+    }
+}
+
+unsafe extern "C-unwind" {
+    /// catalog/pg_inherits.h (15 to 18), which pgrx's bindings leave out: the relation and
+    /// every descendant, each locked in `lockmode`. Called through pgrx's FFI guard, as its
+    /// bindings are.
+    fn find_all_inheritors(
+        parent: pg_sys::Oid,
+        lockmode: pg_sys::LOCKMODE,
+        parents: *mut *mut pg_sys::List,
+    ) -> *mut pg_sys::List;
+}
+
+/// The leaves below a partitioned table or index: the partitions (or their indexes) at every
+/// level, each locked for reading as the command already holds it.
+fn partitions_below(relation: pg_sys::Oid) -> Vec<pg_sys::Oid> {
+    // SAFETY: PostgreSQL's walk of pg_inherits inside a transaction; the list it returns (the
+    // relation first, then every descendant) is copied out and freed.
+    let members: Vec<pg_sys::Oid> = unsafe {
+        let list = pg_sys::ffi::pg_guard_ffi_boundary(|| {
+            find_all_inheritors(relation, ACCESS_SHARE, std::ptr::null_mut())
+        });
+        let members = PgList::<pg_sys::Oid>::from_pg(list).iter_oid().collect();
+        pg_sys::list_free(list);
+        members
+    };
+    members
+        .into_iter()
+        .filter(|&member| member != relation)
+        // SAFETY: a syscache lookup of a relation, inside a transaction.
+        .filter(|&member| {
+            matches!(
+                unsafe { pg_sys::get_rel_relkind(member) } as u8,
+                pg_sys::RELKIND_RELATION | pg_sys::RELKIND_INDEX
+            )
+        })
+        .collect()
 }
 
 /// The largest ID an index holds, and where.

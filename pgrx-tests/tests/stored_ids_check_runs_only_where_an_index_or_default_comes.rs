@@ -103,3 +103,70 @@ fn a_database_not_updated_yet_still_warns_and_after_the_update_too() {
     assert!(updated.success, "{}", updated.text);
     assert!(updated.text.contains(WARNING), "{}", updated.text);
 }
+
+/// On a partitioned table PostgreSQL reports the partitioned index or table and builds the
+/// partitions' indexes without reporting them: on 229c10d `CREATE INDEX ON parent (id)`, `ALTER
+/// TABLE parent ADD PRIMARY KEY (id, k)` and `ATTACH PARTITION` over rows an hour ahead gave no
+/// WARNING. Each partition's index is checked, by its own table's rule, and the WARNING names
+/// the partition that holds the IDs.
+#[test]
+fn commands_on_a_partitioned_table_check_every_partitions_index() {
+    let cluster = Cluster::builder().start();
+    let setup = psql(
+        &cluster,
+        "postgres",
+        "CREATE EXTENSION snowflake_id;
+         CREATE TABLE parted (id bigint NOT NULL DEFAULT snowflake_nextval(), k int)
+             PARTITION BY RANGE (k);
+         CREATE TABLE parted_low PARTITION OF parted FOR VALUES FROM (0) TO (100);
+         CREATE TABLE parted_sub PARTITION OF parted FOR VALUES FROM (100) TO (200)
+             PARTITION BY RANGE (k);
+         CREATE TABLE parted_mid PARTITION OF parted_sub FOR VALUES FROM (100) TO (200);
+         INSERT INTO parted (id, k)
+         SELECT snowflake_min_id(now() + interval '1 hour') + g, g FROM generate_series(1, 10) g;
+         INSERT INTO parted (id, k)
+         SELECT snowflake_min_id(now() + interval '1 hour') + g, 100 + g
+           FROM generate_series(1, 10) g;
+         CREATE TABLE parted_high (id bigint NOT NULL DEFAULT snowflake_nextval(), k int NOT NULL);
+         INSERT INTO parted_high (id, k)
+         SELECT snowflake_min_id(now() + interval '1 hour') + g, 200 + g
+           FROM generate_series(1, 10) g;",
+        "setup.sql",
+    );
+    assert!(setup.success, "{}", setup.text);
+    let warning = |table: &str| format!("public.{table}.id holds IDs of snowflake sequence");
+    let commands = [
+        (
+            "CREATE INDEX parted_id ON parted (id)",
+            vec!["parted_low", "parted_mid"],
+        ),
+        ("DROP INDEX parted_id", vec![]),
+        (
+            "ALTER TABLE parted ADD PRIMARY KEY (id, k)",
+            vec!["parted_low", "parted_mid"],
+        ),
+        (
+            "ALTER TABLE parted ATTACH PARTITION parted_high FOR VALUES FROM (200) TO (300)",
+            vec!["parted_high"],
+        ),
+    ];
+    for (number, (command, warned)) in commands.iter().enumerate() {
+        let printed = psql(&cluster, "postgres", command, &format!("{number}.sql"));
+        println!("{command}: {}", printed.text);
+        assert!(printed.success, "{command}: {}", printed.text);
+        for table in warned {
+            assert!(
+                printed.text.contains(&warning(table)),
+                "{command} did not warn of {table}: {}",
+                printed.text
+            );
+        }
+        if warned.is_empty() {
+            assert!(
+                !printed.text.contains("holds IDs"),
+                "{command}: {}",
+                printed.text
+            );
+        }
+    }
+}
