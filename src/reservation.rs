@@ -213,8 +213,14 @@ impl SharedState {
         if floor_unix_us <= previous {
             return false;
         }
-        self.clock
-            .raise_to(floor_unix_us, system_clock::monotonic_us());
+        let (wall, monotonic) = system_clock::wall_and_monotonic_us();
+        self.clock.raise_to(floor_unix_us, monotonic);
+        // The wall clock is now behind the cluster clock by what the floor rose above it: an
+        // operator's step (a raise, an accept, a restored or promoted floor), not the wall
+        // clock stepping back, so it is known lag and no backward step is counted for it.
+        self.counters
+            .known_lag_us
+            .fetch_max(floor_unix_us.saturating_sub(wall), Ordering::Relaxed);
         true
     }
 
