@@ -133,6 +133,20 @@ pub fn during_recovery(function: &str) -> Error {
     )
 }
 
+/// A function that changes the catalog called in a read-only transaction (PostgreSQL's own
+/// check would name only the INSERT or DELETE below it).
+pub fn in_read_only_transaction(function: &str) -> Error {
+    Error::new(
+        PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
+        format!("cannot execute {function}() in a read-only transaction"),
+        Some(
+            "Run it in a read-write transaction (SET TRANSACTION READ WRITE, or unset \
+             default_transaction_read_only), on the primary server."
+                .into(),
+        ),
+    )
+}
+
 // Sequences.
 
 pub fn sequence_not_found(sequence: &str, extension_schema: &str) -> Error {
@@ -140,8 +154,9 @@ pub fn sequence_not_found(sequence: &str, extension_schema: &str) -> Error {
         PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
         format!("snowflake sequence \"{sequence}\" does not exist"),
         Some(format!(
-            "SELECT name FROM {extension_schema}.snowflake_sequences lists the sequences; \
-             snowflake_create_sequence() creates one."
+            "Names are compared exactly as written, case included (\"Orders\" is not \
+             \"orders\"). SELECT name FROM {extension_schema}.snowflake_sequences lists the \
+             sequences; snowflake_create_sequence() creates one."
         )),
     )
 }
@@ -383,7 +398,15 @@ pub fn not_an_id_of(sequence: &str, id: i64, problem: &DecodeError) -> Error {
     Error::new(
         PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
         format!("{id} is not an ID of snowflake sequence \"{sequence}\": {problem}"),
-        Some("Pass the name of the sequence that made the ID as the second argument.".into()),
+        Some(match problem {
+            DecodeError::Negative { .. } => "No snowflake sequence makes a negative ID: the \
+                value came from elsewhere (another generator, a sign flipped in a cast or by a \
+                client reading it as unsigned)."
+                .into(),
+            DecodeError::BeyondLayout { .. } => {
+                "Pass the name of the sequence that made the ID as the second argument.".into()
+            }
+        }),
     )
 }
 

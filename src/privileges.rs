@@ -14,8 +14,12 @@ pub enum Caller {
     /// the Citus coordinator runs on a worker.
     Superuser,
     /// Roles with the privileges of the database's owner (`pg_database_owner`), superusers
-    /// included: the call changes this database's sequences, or its floor within the bound.
+    /// included: the call moves this database's floor within the bound.
     DatabaseOwner,
+    /// Roles with `CREATE` on the database, as for schemas (its owner has it, and whoever it
+    /// or a superuser granted it to), superusers included: the call creates or drops one of
+    /// this database's sequences, which no other object depends on.
+    DatabaseCreator,
 }
 
 impl Caller {
@@ -25,6 +29,9 @@ impl Caller {
             Caller::Superuser => "a superuser",
             Caller::DatabaseOwner => {
                 "the database's owner (or a role with its privileges) or a superuser"
+            }
+            Caller::DatabaseCreator => {
+                "a role with CREATE on the database (its owner has it) or a superuser"
             }
         }
     }
@@ -41,10 +48,33 @@ pub fn require(caller: Caller, function: &str) {
             Caller::DatabaseOwner => {
                 pg_sys::has_privs_of_role(role, pg_sys::Oid::from(pg_sys::ROLE_PG_DATABASE_OWNER))
             }
+            Caller::DatabaseCreator => may_create_in_this_database(role),
         }
     };
     if !allowed {
         errors::caller_not_allowed(function, caller.described()).raise();
+    }
+}
+
+/// Whether `role` has `CREATE` on this database (ownership, a grant, superuser), as
+/// `CREATE SCHEMA` asks.
+///
+/// # Safety
+/// Inside a transaction (an ACL check reads the syscache).
+unsafe fn may_create_in_this_database(role: pg_sys::Oid) -> bool {
+    let create = pg_sys::ACL_CREATE as pg_sys::AclMode;
+    // SAFETY: see the contract; MyDatabaseId is this backend's database.
+    unsafe {
+        #[cfg(feature = "pg15")]
+        let result = pg_sys::pg_database_aclcheck(pg_sys::MyDatabaseId, role, create);
+        #[cfg(not(feature = "pg15"))]
+        let result = pg_sys::object_aclcheck(
+            pg_sys::DatabaseRelationId,
+            pg_sys::MyDatabaseId,
+            role,
+            create,
+        );
+        result == pg_sys::AclResult::ACLCHECK_OK
     }
 }
 

@@ -240,7 +240,8 @@ fn snowflake_create_sequence(
     sequence_bits: default!(Option<i32>, "NULL"),
     gene_bits: default!(Option<i32>, "NULL"),
 ) {
-    privileges::require(Caller::DatabaseOwner, "snowflake_create_sequence");
+    privileges::require(Caller::DatabaseCreator, "snowflake_create_sequence");
+    refuse_in_read_only_transaction("snowflake_create_sequence");
     shared_memory::require_preloaded();
     let name = checked_name(name);
     let citus = citus::role();
@@ -270,12 +271,21 @@ fn snowflake_create_sequence(
     });
 }
 
+/// 25006 for `function`, which changes the catalog, in a read-only transaction.
+fn refuse_in_read_only_transaction(function: &str) {
+    // SAFETY: a plain read of this backend's transaction state.
+    if unsafe { pg_sys::XactReadOnly } {
+        errors::in_read_only_transaction(function).raise();
+    }
+}
+
 /// Drops a named sequence. IDs it issued stay valid numbers, but can no longer be decoded
 /// with its name, and a new sequence of the same name is a new ID space. Callers as for
 /// `snowflake_create_sequence`.
 #[pg_extern(sql = false)]
 fn snowflake_drop_sequence(name: &str) {
-    privileges::require(Caller::DatabaseOwner, "snowflake_drop_sequence");
+    privileges::require(Caller::DatabaseCreator, "snowflake_drop_sequence");
+    refuse_in_read_only_transaction("snowflake_drop_sequence");
     shared_memory::require_preloaded();
     if name == "default" {
         errors::cannot_drop_default().raise();

@@ -120,6 +120,7 @@ mod tests {
             error.contains("snowflake_sequences lists the sequences"),
             "{error}"
         );
+        assert!(error.contains("case included"), "{error}");
         let error = error_of("SELECT snowflake_decode(1, 'nope')");
         assert!(
             error.starts_with("42704: snowflake sequence \"nope\" does not exist"),
@@ -134,7 +135,31 @@ mod tests {
             error.starts_with("22003: -5 is not an ID of snowflake sequence \"default\""),
             "{error}"
         );
+        assert!(
+            error.contains("| No snowflake sequence makes a negative ID"),
+            "{error}"
+        );
+        let error = error_of("SELECT snowflake_decode(9223372036854775807)");
+        assert!(error.starts_with("22003: "), "{error}");
         assert!(error.contains("| Pass the name of the sequence"), "{error}");
+    }
+
+    #[pg_test]
+    fn creating_a_sequence_in_a_read_only_transaction_is_25006() {
+        // error_of creates its helper function on first use, which a read-only one cannot.
+        assert_eq!(error_of("SELECT 1"), "no error");
+        Spi::run("SET LOCAL transaction_read_only = on").unwrap();
+        for call in [
+            "SELECT snowflake_create_sequence('t_read_only')",
+            "SELECT snowflake_drop_sequence('t_read_only')",
+        ] {
+            let error = error_of(call);
+            assert!(
+                error.starts_with("25006: cannot execute snowflake_"),
+                "{error}"
+            );
+            assert!(error.contains("in a read-only transaction | "), "{error}");
+        }
     }
 
     #[pg_test]

@@ -7,8 +7,8 @@
 //!   reference's object table;
 //! - after routine grants (a superuser's `GRANT ALL ON ALL FUNCTIONS/TABLES/SEQUENCES IN SCHEMA
 //!   public`, a database owner's `GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA …`, which succeeds),
-//!   every member function is called by each role class (the database's owner, a table's owner,
-//!   the role with those grants, members of `pg_write_all_data`, `pg_maintain` on 17+ and
+//!   every member function is called by each role class (the database's owner, a role granted
+//!   `CREATE` on the database, a table's owner, the role with those grants, members of `pg_write_all_data`, `pg_maintain` on 17+ and
 //!   `pg_monitor`, a plain role) and is refused (42501) exactly where the reference's table of
 //!   callers says.
 
@@ -58,6 +58,7 @@ fn quoted_names(cell: &str) -> Vec<String> {
 enum Callers {
     Superusers,
     DatabaseOwner,
+    DatabaseCreators,
     Everybody,
 }
 
@@ -66,7 +67,9 @@ enum Callers {
 fn documented_callers() -> BTreeMap<String, Callers> {
     let mut callers = BTreeMap::new();
     for row in table_rows(&privileges_section(), "| function | who may call it |") {
-        let who = if row[1].contains("owner") {
+        let who = if row[1].contains("`CREATE` on the database") {
+            Callers::DatabaseCreators
+        } else if row[1].contains("owner") {
             Callers::DatabaseOwner
         } else if row[1].contains("superusers") {
             Callers::Superusers
@@ -168,6 +171,7 @@ const HOSTILE_DEFAULTS: &str = "
 fn role_classes() -> Vec<&'static str> {
     let mut roles = vec![
         "dbo",
+        "creator",
         "table_owner",
         "granted",
         "writer",
@@ -190,12 +194,16 @@ fn shop(cluster: &Cluster) {
              CREATE ROLE dbo LOGIN; CREATE ROLE table_owner LOGIN; CREATE ROLE granted LOGIN;
              CREATE ROLE writer LOGIN IN ROLE pg_write_all_data;
              CREATE ROLE monitor LOGIN IN ROLE pg_monitor;
-             CREATE ROLE plain LOGIN; CREATE ROLE reporting LOGIN;",
+             CREATE ROLE plain LOGIN; CREATE ROLE reporting LOGIN;
+             CREATE ROLE creator LOGIN;",
         )
         .unwrap();
     // Alone: CREATE DATABASE cannot run in the implicit transaction of a batch.
     postgres
         .batch_execute("CREATE DATABASE shop OWNER dbo")
+        .unwrap();
+    postgres
+        .batch_execute("GRANT CREATE ON DATABASE shop TO creator")
         .unwrap();
     if pg_major() >= 17 {
         postgres
@@ -304,6 +312,7 @@ fn serves(callers: Callers, role: &str) -> bool {
     match callers {
         Callers::Everybody => true,
         Callers::DatabaseOwner => role == "dbo",
+        Callers::DatabaseCreators => role == "dbo" || role == "creator",
         Callers::Superusers => false,
     }
 }
