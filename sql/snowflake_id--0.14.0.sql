@@ -1,4 +1,4 @@
--- snowflake_id 0.13.0: the whole extension as this version defines it, each object once
+-- snowflake_id 0.14.0: the whole extension as this version defines it, each object once
 -- (docs/design.md §7). A fresh CREATE EXTENSION runs this file; a database made by an earlier
 -- release gets the same objects from the update scripts sql/snowflake_id--<from>--<to>.sql
 -- (pgrx-tests/tests/updates_match_a_fresh_install.rs compares the two from the catalog).
@@ -181,7 +181,7 @@ CREATE FUNCTION snowflake_raise_floor(until timestamptz) RETURNS timestamptz
 STRICT VOLATILE PARALLEL UNSAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_raise_floor_wrapper';
 COMMENT ON FUNCTION snowflake_raise_floor(timestamptz) IS
-    'No ID issued from now on is at or below this time: the cut-over step of a move from another cluster';
+    'No ID issued from now on is in a tick ending at or before this time: the cut-over step of a move from another cluster';
 
 CREATE FUNCTION snowflake_accept_floor() RETURNS timestamptz
 STRICT VOLATILE PARALLEL UNSAFE
@@ -690,6 +690,53 @@ ORDER BY w.worker_bits, w.worker;
 
 COMMENT ON VIEW @extschema@.snowflake_workers IS
     'Worker ids in use, per worker space: how many sessions use each, and who took it first';
+
+-- A one-line description of every function, as \df+ shows it: the reference's table of functions
+-- (docs/reference.md, "SQL reference"; pgrx-tests/tests/functions_describe_themselves.rs).
+COMMENT ON FUNCTION @extschema@.snowflake_nextval(pg_catalog.text) IS
+    'The next ID of a snowflake sequence: unique, strictly increasing within a session';
+COMMENT ON FUNCTION @extschema@.snowflake_nextval(pg_catalog.text, pg_catalog.int8) IS
+    'The next ID, carrying the low gene_bits bits of a key';
+COMMENT ON FUNCTION @extschema@.snowflake_currval(pg_catalog.text) IS
+    'The last ID this session made of the sequence';
+COMMENT ON FUNCTION @extschema@.snowflake_lastval() IS
+    'The last ID this session made of any sequence';
+COMMENT ON FUNCTION @extschema@.snowflake_decode(pg_catalog.int8, pg_catalog.text) IS
+    'The fields of an ID: tick start, node, worker, sequence, gene';
+COMMENT ON FUNCTION @extschema@.snowflake_timestamp(pg_catalog.int8, pg_catalog.text) IS
+    'The start of the tick an ID was made in';
+COMMENT ON FUNCTION @extschema@.snowflake_min_id(pg_catalog.timestamptz, pg_catalog.text) IS
+    'The smallest ID any node could make in the tick containing a time';
+COMMENT ON FUNCTION @extschema@.snowflake_max_id(pg_catalog.timestamptz, pg_catalog.text) IS
+    'The largest ID any node could make in the tick containing a time';
+COMMENT ON FUNCTION @extschema@.snowflake_to_base32(pg_catalog.int8) IS
+    'An ID as 13 characters of Crockford base32, in the same order as the IDs';
+COMMENT ON FUNCTION @extschema@.snowflake_from_base32(pg_catalog.text) IS
+    'The ID a Crockford base32 text stands for';
+COMMENT ON FUNCTION @extschema@.snowflake_partition_width(pg_catalog.interval, pg_catalog.text) IS
+    'How many IDs a time partition of the given span holds';
+COMMENT ON FUNCTION @extschema@.snowflake_partition_bounds(pg_catalog.timestamptz, pg_catalog.interval, pg_catalog.text) IS
+    'The ID range of the time partition containing a time';
+COMMENT ON FUNCTION @extschema@.snowflake_partition_bounds(pg_catalog.int8, pg_catalog.interval, pg_catalog.text) IS
+    'The ID range of the time partition containing an ID';
+COMMENT ON FUNCTION @extschema@.snowflake_create_sequence(pg_catalog.text, pg_catalog.text, pg_catalog.timestamptz, pg_catalog.interval, pg_catalog.int4, pg_catalog.int4, pg_catalog.int4, pg_catalog.int4, pg_catalog.int4) IS
+    'Creates a named snowflake sequence from a preset and field overrides';
+COMMENT ON FUNCTION @extschema@.snowflake_drop_sequence(pg_catalog.text) IS
+    'Drops a named snowflake sequence; its IDs can no longer be decoded by its name';
+COMMENT ON FUNCTION @extschema@.snowflake_accept_floor() IS
+    'Takes this database''s floor relation into the server''s durable floor, however far ahead (superusers)';
+COMMENT ON FUNCTION @extschema@.snowflake_stats() IS
+    'The server''s clock steps, reservation writes, worker ids in use and IDs issued';
+COMMENT ON FUNCTION @extschema@.snowflake_directory() IS
+    'The server''s extension directory per database: its entry, the lookups it answered, why it is off';
+COMMENT ON FUNCTION @extschema@.snowflake_worker_slots() IS
+    'The worker ids in use and the sessions holding them (read through snowflake_workers)';
+COMMENT ON FUNCTION @extschema@.snowflake_citus_receive_sequence(pg_catalog.text, pg_catalog.text, pg_catalog.int8, pg_catalog.int8, pg_catalog.int4, pg_catalog.int4, pg_catalog.int4, pg_catalog.int4, pg_catalog.int4) IS
+    'A Citus coordinator''s new sequence, received on a worker (superusers)';
+COMMENT ON FUNCTION @extschema@.snowflake_citus_forget_sequence(pg_catalog.text) IS
+    'A Citus coordinator''s dropped sequence, dropped on a worker (superusers)';
+COMMENT ON FUNCTION @extschema@.snowflake_citus_node_ids() IS
+    'Each Citus node''s snowflake_id.node_id, checked to be set and distinct';
 
 -- Every member's privileges, set to the documented ones (docs/reference.md "Privileges"),
 -- whatever default privileges (of any role, the creating superuser's included, global or IN
