@@ -95,6 +95,12 @@ $PACKAGE ($PACKAGE_VERSION) unstable; urgency=medium
 CHANGELOG
 cp CHANGELOG.md "$DOC/CHANGELOG.md"
 gzip -9n "$DOC/changelog" "$DOC/CHANGELOG.md"
+# The documentation, laid out as in the repository (README.md, docs/*.md; zless reads them), so
+# that every server with the package has the reference and the guides the README points to.
+mkdir -p "$DOC/docs"
+cp README.md "$DOC/README.md"
+cp docs/*.md "$DOC/docs/"
+gzip -9n "$DOC/README.md" "$DOC"/docs/*.md
 find "$STAGING/usr" -type d -exec chmod 0755 {} +
 find "$STAGING/usr" -type f -exec chmod 0644 {} +
 # The C libraries the library links, as dpkg-shlibdeps finds them (it reads a debian/control).

@@ -111,8 +111,8 @@ pub fn node_id_does_not_fit(sequence: &str, layout: &Layout, node_id: i32) -> Er
             "This sequence has no node bits, so its IDs cannot carry a node id. For several \
              clusters, switch each column to a sequence with node bits: \
              SELECT snowflake_create_sequence('purchases', preset => 'sharded'); then \
-             SELECT snowflake_convert_column('purchases', 'id', 'purchases'); (README, \
-             \"Choose a layout\"). For one cluster, unset snowflake_id.node_id and restart."
+             SELECT snowflake_convert_column('purchases', 'id', 'purchases'); for one \
+             cluster instead, unset snowflake_id.node_id and restart."
                 .into()
         } else {
             format!(
@@ -485,14 +485,11 @@ pub fn time_outside_sequence(sequence: &str, layout: &Layout, unix_us: i64) -> E
 
 /// A privileged function called by a role it does not serve (`privileges::require`): decided
 /// when it runs, whatever EXECUTE grants the role holds.
-pub fn caller_not_allowed(function: &str, allowed: &str) -> Error {
+pub fn caller_not_allowed(function: &str, allowed: &str, how_to_allow: &str) -> Error {
     Error::new(
         PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
         format!("permission denied for function {function}: only {allowed} may call it"),
-        Some(
-            "No grant changes this; run it as such a role (docs/reference.md, \"Privileges\")."
-                .into(),
-        ),
+        Some(how_to_allow.into()),
     )
 }
 
@@ -519,8 +516,7 @@ pub fn publication_of_the_state(publication: &str, table: &str) -> Error {
         ),
         Some(
             "Publish your own tables (FOR TABLE ..., or FOR TABLES IN SCHEMA public), and \
-             create the sequences on each node with snowflake_create_sequence (see \
-             \"Logical replication\" in snowflake_id's docs/reference.md)."
+             create the sequences on each node with snowflake_create_sequence."
                 .into(),
         ),
     )

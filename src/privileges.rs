@@ -37,6 +37,23 @@ impl Caller {
     }
 }
 
+impl Caller {
+    /// What a user can do to let a role call it (a hint that needs no page to follow).
+    pub fn how_to_allow(self) -> &'static str {
+        match self {
+            Caller::Superuser => "No grant changes this: run it as a superuser.",
+            Caller::DatabaseOwner => {
+                "No grant on the function changes this: run it as the database's owner, or as a \
+                 superuser."
+            }
+            Caller::DatabaseCreator => {
+                "The database's owner or a superuser lets a role call it with GRANT CREATE ON \
+                 DATABASE <database> TO <role>; no grant on the function changes this."
+            }
+        }
+    }
+}
+
 /// Raises 42501, naming `function` and who may call it, unless the current role is `caller`.
 pub fn require(caller: Caller, function: &str) {
     // SAFETY: reads this backend's current role and role memberships (syscache), inside a
@@ -52,7 +69,7 @@ pub fn require(caller: Caller, function: &str) {
         }
     };
     if !allowed {
-        errors::caller_not_allowed(function, caller.described()).raise();
+        errors::caller_not_allowed(function, caller.described(), caller.how_to_allow()).raise();
     }
 }
 

@@ -110,9 +110,24 @@ fn installed_extension_files_belong_to_the_package() {
         "installed files differ from the package (dpkg --verify): replaced since, e.g. by `cargo \
          pgrx install`? Reinstall: dpkg -i target/package/{package}_{version}_*.deb"
     );
+    // The documentation comes with it: the README and every page of docs/, as in the tree.
+    let documentation = format!("/usr/share/doc/{package}");
+    let mut pages = vec!["README.md".to_owned()];
+    for entry in std::fs::read_dir(workspace_root().join("docs")).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if name.ends_with(".md") {
+            pages.push(format!("docs/{name}"));
+        }
+    }
+    for page in &pages {
+        let file = format!("{documentation}/{page}.gz");
+        let owner = run("dpkg", &["-S", &file]);
+        assert_eq!(owner.trim(), format!("{package}: {file}"), "dpkg -S {file}");
+    }
     println!(
         "{package} {package_version} (extension {version}) installed; depends on {depends}; \
-         owns {files:?}; verified"
+         owns {files:?} and {} pages of documentation; verified",
+        pages.len()
     );
 }
 
