@@ -139,7 +139,8 @@ mod tests {
             error.contains("| No snowflake sequence makes a negative ID"),
             "{error}"
         );
-        let error = error_of("SELECT snowflake_decode(9223372036854775807)");
+        create("'t_narrow', preset => 'js53'");
+        let error = error_of("SELECT snowflake_decode(9223372036854775807, 't_narrow')");
         assert!(error.starts_with("22003: "), "{error}");
         assert!(error.contains("| Pass the name of the sequence"), "{error}");
     }
@@ -476,22 +477,23 @@ mod tests {
     }
 
     #[pg_test]
-    fn only_the_database_owner_and_superusers_manage_sequences_whatever_is_granted() {
+    fn only_roles_with_create_on_the_database_manage_sequences_whatever_is_granted() {
         Spi::run("CREATE ROLE snowflake_app; SET ROLE snowflake_app").unwrap();
-        let refused = "42501: permission denied for function snowflake_create_sequence: only the \
-                       database's owner";
+        let refused = "42501: permission denied for function snowflake_create_sequence: only a \
+                       role with CREATE on the database";
         let error = error_of("SELECT snowflake_create_sequence('t_app')");
         assert!(error.starts_with(refused), "{error}");
-        // A grant does not change who the function serves (it is decided when it runs).
+        assert!(error.contains("GRANT CREATE ON DATABASE"), "{error}");
+        // A grant on the function does not change who it serves (decided when it runs).
         Spi::run("RESET ROLE; GRANT EXECUTE ON FUNCTION snowflake_create_sequence TO snowflake_app; SET ROLE snowflake_app").unwrap();
         let error = error_of("SELECT snowflake_create_sequence('t_app')");
         assert!(error.starts_with(refused), "{error}");
-        // A member of the database's owner has its privileges.
+        // CREATE on the database does, as for CREATE SCHEMA.
         Spi::run(
             "RESET ROLE;
              DO $$ BEGIN
-                 EXECUTE pg_catalog.format('GRANT %I TO snowflake_app', (SELECT pg_catalog.pg_get_userbyid(datdba)
-                     FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()));
+                 EXECUTE pg_catalog.format('GRANT CREATE ON DATABASE %I TO snowflake_app',
+                                           pg_catalog.current_database());
              END $$;
              SET ROLE snowflake_app",
         )
