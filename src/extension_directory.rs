@@ -488,7 +488,7 @@ unsafe extern "C-unwind" fn on_executor_start(
 
 /// Whether `relation` is in the extension's own schema, where only superusers create anything:
 /// the catalog table and the floor relations.
-fn is_state_relation(relation: pg_sys::Oid) -> bool {
+pub(crate) fn is_state_relation(relation: pg_sys::Oid) -> bool {
     let internal = internal_namespace();
     // SAFETY: a syscache lookup of a relation, inside a transaction.
     internal != pg_sys::InvalidOid && unsafe { pg_sys::get_rel_namespace(relation) } == internal

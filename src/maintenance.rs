@@ -59,8 +59,10 @@ unsafe extern "C-unwind" fn process_utility(
     destination: *mut pg_sys::DestReceiver,
     completion: *mut pg_sys::QueryCompletion,
 ) {
-    // SAFETY: superuser() reads this backend's cached role.
-    let guarded = !unsafe { pg_sys::superuser() };
+    // SAFETY: superuser() reads this backend's cached role; the statement's tag is read
+    // before the command runs.
+    let guarded = !unsafe { pg_sys::superuser() }
+        && unsafe { (*statement).utilityStmt.as_ref() }.is_some_and(|node| may_lock(node.type_));
     let state = if guarded {
         // SAFETY: PostgreSQL passes a planned utility statement, inside a transaction.
         if let Some(relation) = unsafe { blocking_the_state((*statement).utilityStmt) } {
@@ -106,6 +108,19 @@ unsafe extern "C-unwind" fn process_utility(
     if publishes {
         publications::refuse_publishing_the_state();
     }
+}
+
+/// Whether a utility statement of kind `kind` may itself lock a relation: all but transaction
+/// control (`BEGIN`, `COMMIT`, savepoints) and settings (`SET`, `RESET`, `SHOW`), which every
+/// application's transactions run and which lock none (a `LOCK TABLE` that a deferred trigger
+/// runs at `COMMIT` passes this hook on its own), so they cost the check nothing.
+fn may_lock(kind: pg_sys::NodeTag) -> bool {
+    !matches!(
+        kind,
+        pg_sys::NodeTag::T_TransactionStmt
+            | pg_sys::NodeTag::T_VariableSetStmt
+            | pg_sys::NodeTag::T_VariableShowStmt
+    )
 }
 
 /// The state relations of this database and which of them this backend holds a lock on that
@@ -215,7 +230,7 @@ unsafe fn blocking_the_state(node: *mut pg_sys::Node) -> Option<String> {
                     .iter_ptr()
                     .find_map(|relation| {
                         let oid = relation_of(relation)?;
-                        in_schema(oid, schema).or_else(|| reached_through(oid, schema))
+                        state_relation_name(oid).or_else(|| reached_through(oid, schema))
                     })
             }
             pg_sys::NodeTag::T_VacuumStmt => {
@@ -228,10 +243,10 @@ unsafe fn blocking_the_state(node: *mut pg_sys::Node) -> Option<String> {
                 }
                 PgList::<pg_sys::VacuumRelation>::from_pg((*vacuum).rels)
                     .iter_ptr()
-                    .find_map(|relation| of_the_state((*relation).relation, schema))
+                    .find_map(|relation| of_the_state((*relation).relation))
             }
             pg_sys::NodeTag::T_ClusterStmt => {
-                of_the_state((*node.cast::<pg_sys::ClusterStmt>()).relation, schema)
+                of_the_state((*node.cast::<pg_sys::ClusterStmt>()).relation)
             }
             pg_sys::NodeTag::T_ReindexStmt => {
                 let reindex = node.cast::<pg_sys::ReindexStmt>();
@@ -242,7 +257,7 @@ unsafe fn blocking_the_state(node: *mut pg_sys::Node) -> Option<String> {
                 if named_schema {
                     return Some(catalog::quoted(catalog::INTERNAL_SCHEMA.as_ptr()));
                 }
-                of_the_state((*reindex).relation, schema)
+                of_the_state((*reindex).relation)
             }
             _ => None,
         }
@@ -253,9 +268,9 @@ unsafe fn blocking_the_state(node: *mut pg_sys::Node) -> Option<String> {
 ///
 /// # Safety
 /// `relation` is null or a `RangeVar` of a parsed statement, inside a transaction.
-unsafe fn of_the_state(relation: *mut pg_sys::RangeVar, schema: pg_sys::Oid) -> Option<String> {
+unsafe fn of_the_state(relation: *mut pg_sys::RangeVar) -> Option<String> {
     // SAFETY: see the contract.
-    in_schema(unsafe { relation_of(relation) }?, schema)
+    state_relation_name(unsafe { relation_of(relation) }?)
 }
 
 /// The relation `relation` names now, if any (a missing one: the command reports it).
@@ -279,13 +294,9 @@ unsafe fn relation_of(relation: *mut pg_sys::RangeVar) -> Option<pg_sys::Oid> {
     (oid != pg_sys::InvalidOid).then_some(oid)
 }
 
-/// `relation`, qualified and quoted, when it is in `schema`.
-fn in_schema(relation: pg_sys::Oid, schema: pg_sys::Oid) -> Option<String> {
-    // SAFETY: syscache lookups inside a transaction; the names are copied by `qualified`.
-    unsafe {
-        (pg_sys::get_rel_namespace(relation) == schema)
-            .then(|| catalog::qualified(schema, pg_sys::get_rel_name(relation)))
-    }
+/// `relation`, qualified and quoted, when it is a state relation.
+fn state_relation_name(relation: pg_sys::Oid) -> Option<String> {
+    extension_directory::is_state_relation(relation).then(|| catalog::relation_name(relation))
 }
 
 /// `pg_rewrite`'s OID (catalog/pg_rewrite.h; fixed in every release), which pgrx's bindings
@@ -327,5 +338,5 @@ fn reached_through(relation: pg_sys::Oid, schema: pg_sys::Oid) -> Option<String>
             pg_sys::RelationRelationId.into(),
         ],
     );
-    in_schema(reached.ok().flatten()?, schema)
+    state_relation_name(reached.ok().flatten()?)
 }

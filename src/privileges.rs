@@ -35,9 +35,7 @@ impl Caller {
             }
         }
     }
-}
 
-impl Caller {
     /// What a user can do to let a role call it (a hint that needs no page to follow).
     pub fn how_to_allow(self) -> &'static str {
         match self {
