@@ -24,6 +24,9 @@ const MAX_LEAD_MAX_MS: i32 = 3_600_000;
 const RESERVE_AHEAD_DEFAULT_MS: i32 = 1_000;
 const RESERVE_AHEAD_MIN_MS: i32 = 1;
 const RESERVE_AHEAD_MAX_MS: i32 = 86_400_000;
+const IDLE_RENEWAL_DEFAULT_MS: i32 = 300_000;
+const IDLE_RENEWAL_MIN_MS: i32 = 0;
+const IDLE_RENEWAL_MAX_MS: i32 = i32::MAX;
 /// Our custom WAL resource manager id: 128–255 is the range PostgreSQL leaves to extensions
 /// (128 is for development only). 176 is unused by the extensions we know of; an operator whose
 /// other extension claims it moves ours here (docs/design.md §5.2).
@@ -44,6 +47,7 @@ pub static NODE_ID: GucSetting<i32> = GucSetting::<i32>::new(NODE_ID_UNSET);
 pub static MAX_WORKERS: GucSetting<i32> = GucSetting::<i32>::new(MAX_WORKERS_DEFAULT);
 pub static MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(MAX_LEAD_DEFAULT_MS);
 pub static RESERVE_AHEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(RESERVE_AHEAD_DEFAULT_MS);
+pub static IDLE_RENEWAL_MS: GucSetting<i32> = GucSetting::<i32>::new(IDLE_RENEWAL_DEFAULT_MS);
 pub static WAL_RMGR_ID: GucSetting<i32> = GucSetting::<i32>::new(WAL_RMGR_ID_DEFAULT);
 pub static MAX_CLOCK_JUMP_MS: GucSetting<i32> = GucSetting::<i32>::new(MAX_CLOCK_JUMP_DEFAULT_MS);
 pub static CLOCK_JUMP_CONFIRM_MS: GucSetting<i32> =
@@ -89,7 +93,7 @@ impl Setting {
 }
 
 /// Every setting, in the order `register` defines them.
-static SETTINGS: [Setting; 8] = [
+static SETTINGS: [Setting; 9] = [
     Setting {
         name: c"snowflake_id.node_id",
         short: c"Node number of this PostgreSQL cluster in snowflake IDs (-1 = unset).",
@@ -133,6 +137,18 @@ static SETTINGS: [Setting; 8] = [
         value: &RESERVE_AHEAD_MS,
         min: RESERVE_AHEAD_MIN_MS,
         max: RESERVE_AHEAD_MAX_MS,
+        change: Change::OnReload,
+        milliseconds: true,
+    },
+    Setting {
+        name: c"snowflake_id.idle_renewal",
+        short: c"How long after the last ID the reservation worker keeps the reservation renewed.",
+        long: c"The first ID after a quiet spell up to this long waits for no reservation write; \
+                meanwhile the worker writes a WAL record and fsyncs the reservation file about \
+                eight times per snowflake_id.reserve_ahead. 0 stops after one reserve_ahead.",
+        value: &IDLE_RENEWAL_MS,
+        min: IDLE_RENEWAL_MIN_MS,
+        max: IDLE_RENEWAL_MAX_MS,
         change: Change::OnReload,
         milliseconds: true,
     },

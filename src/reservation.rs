@@ -113,16 +113,21 @@ impl SharedState {
     /// The reservation worker's turn (`reservation_worker.rs`): `protocol::renew_for_worker`,
     /// so sessions find the reservation renewed and none pays for the WAL flush and fsyncs
     /// itself, and a standby's last reservation is never older than an eighth of a window
-    /// (design §5.2). An idle server without standbys writes nothing.
+    /// (design §5.2). It goes on for `snowflake_id.idle_renewal` after the last ID, so the first
+    /// ID after a quiet spell finds the reservation renewed too; after that an idle server
+    /// without standbys writes nothing.
     pub fn renew_for_sessions(&self, standby_streaming: impl FnOnce() -> bool) {
         // The cluster clock through the monotonic clock only: the worker neither starts the
         // clock nor reads the wall clock, whose steps the sessions observe and count.
         let Some(now) = self.clock.read_monotonic(system_clock::monotonic_us()) else {
             return;
         };
+        // Only the worker reads the idle renewal (sessions renew for the ticks they issue).
+        let policy = renewal_policy()
+            .renewing_while_idle_for(i64::from(gucs::IDLE_RENEWAL_MS.get()) * 1_000);
         let written = protocol::renew_for_worker(
             &mut ClusterReservation(self),
-            &renewal_policy(),
+            &policy,
             self.owned_high_water(),
             now,
             standby_streaming,

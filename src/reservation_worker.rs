@@ -2,7 +2,8 @@
 //! the IDs (docs/design.md §5.1, "Extending"), so that no session pays for the WAL flush and
 //! the fsyncs of a renewal in its own statement. It starts once the server accepts writes (not
 //! on a standby; after a promotion it starts), wakes every sixteenth of `snowflake_id.reserve_ahead`,
-//! and writes only while IDs are being issued. Sessions keep their own renewal as the fallback.
+//! and writes only while IDs are being issued and for `snowflake_id.idle_renewal` after the last
+//! one. Sessions keep their own renewal as the fallback.
 
 use std::time::Duration;
 

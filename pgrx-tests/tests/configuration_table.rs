@@ -34,9 +34,11 @@ fn reference_table() -> BTreeMap<String, (Parameter, String)> {
         .collect()
 }
 
-/// A boot value as the reference writes it: milliseconds in whole seconds as `<n>s`.
+/// A boot value as the reference (and `SHOW`) writes it: milliseconds in whole minutes as
+/// `<n>min`, in whole seconds as `<n>s`.
 fn as_written(value: &str, unit: &str) -> String {
     match (unit, value.parse::<i64>()) {
+        ("ms", Ok(ms)) if ms != 0 && ms % 60_000 == 0 => format!("{}min", ms / 60_000),
         ("ms", Ok(ms)) if ms != 0 && ms % 1000 == 0 => format!("{}s", ms / 1000),
         ("ms", _) => format!("{value}ms"),
         _ => value.to_owned(),

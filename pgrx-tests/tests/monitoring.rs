@@ -571,10 +571,13 @@ fn run_promtool_test(name: &str, test: &str) -> String {
 
 #[test]
 fn the_rules_on_real_scrapes_are_silent_after_a_burst_and_a_restart_and_fire_without_the_worker() {
-    // The look-alikes: IDs for 10 s then quiet for 20 s (the reservation lapses, its lead goes
-    // negative), a restart, then IDs for 10 s and quiet for 10 s. As the rules see it: 10
-    // minutes of IDs, 20 quiet, a restart, 10 of IDs and 10 quiet.
-    let mut cluster = Cluster::builder().start();
+    // The look-alikes: IDs for 10 s then quiet for 20 s (the worker renews for 5 s of it, then
+    // the reservation lapses, its lead goes negative), a restart, then IDs for 10 s and quiet
+    // for 10 s. As the rules see it: 10 minutes of IDs, 20 quiet, a restart, 10 of IDs and 10
+    // quiet.
+    let mut cluster = Cluster::builder()
+        .setting("snowflake_id.idle_renewal = '5s'")
+        .start();
     cluster
         .connect()
         .batch_execute("CREATE EXTENSION snowflake_id")

@@ -502,8 +502,9 @@ mod tests {
             ahead in 1_000i64..4_000_000,
             floor in prop_oneof![Just(i64::MIN), 0i64..5_000_000],
             events in proptest::collection::vec(event(), 1..60),
+            idle_renewal in prop_oneof![Just(0i64), 0i64..20_000_000],
         ) {
-            let policy = RenewalPolicy::new(ahead);
+            let policy = RenewalPolicy::new(ahead).renewing_while_idle_for(idle_renewal);
             let mut server = TestReservation {
                 until: i64::MIN,
                 floor,

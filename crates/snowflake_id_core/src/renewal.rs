@@ -12,14 +12,17 @@
 //!
 //! So R stays at least half a window ahead of every issued tick: the latest record a standby
 //! has always covers half a window beyond the IDs issued, which is what covers asynchronous
-//! replication lag (§5.2). The glue (`src/reservation.rs`) does the writing; this module only
-//! decides.
+//! replication lag (§5.2). The worker goes on renewing for `snowflake_id.idle_renewal` after
+//! the last ID, so the first ID after a quiet spell that long finds R renewed too; after it an
+//! idle server writes nothing. The glue (`src/reservation.rs`) does the writing; this module
+//! only decides.
 
 /// The renewal marks of one `reserve_ahead` window, and the trusted lead that follows from it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RenewalPolicy {
     reserve_ahead_us: i64,
     trust_slack_us: i64,
+    idle_renewal_us: i64,
 }
 
 /// What the trusted lead allows beyond a window by default: enough for the clocks of two
@@ -47,6 +50,16 @@ impl RenewalPolicy {
         RenewalPolicy {
             reserve_ahead_us: reserve_ahead_us.clamp(0, i64::MAX / 8),
             trust_slack_us: TRUST_SLACK_US,
+            idle_renewal_us: 0,
+        }
+    }
+
+    /// The same policy with the worker renewing for `idle_renewal_us` after the last ID
+    /// (`snowflake_id.idle_renewal`; at least a window, which 0 means).
+    pub fn renewing_while_idle_for(self, idle_renewal_us: i64) -> Self {
+        RenewalPolicy {
+            idle_renewal_us: idle_renewal_us.clamp(0, i64::MAX / 8),
+            ..self
         }
     }
 
@@ -117,8 +130,8 @@ impl RenewalPolicy {
 
     /// The reservation worker's turn: the horizon to renew beyond (the latest tick issued, or
     /// the clock if later), or None when there is nothing to do: the reservation reaches the
-    /// worker's mark beyond it, or no ID was issued within the last window and no standby
-    /// streams (an idle server writes nothing).
+    /// worker's mark beyond it, or no ID was issued within the idle renewal (at least a window)
+    /// and no standby streams (an idle server writes nothing).
     pub fn for_worker(
         &self,
         reserved_until: i64,
@@ -126,7 +139,8 @@ impl RenewalPolicy {
         now_unix_us: i64,
         standby_streaming: impl FnOnce() -> bool,
     ) -> Option<i64> {
-        let idle = issued_high_water < now_unix_us.saturating_sub(self.reserve_ahead_us);
+        let renews_for = self.reserve_ahead_us.max(self.idle_renewal_us);
+        let idle = issued_high_water < now_unix_us.saturating_sub(renews_for);
         if idle && !standby_streaming() {
             return None;
         }
@@ -201,6 +215,32 @@ mod tests {
         );
         // Renewed already: nothing to do.
         assert_eq!(policy.for_worker(now + 1_800_000, now, now, || true), None);
+    }
+
+    #[test]
+    fn the_worker_renews_for_the_idle_renewal_after_the_last_id_then_stops() {
+        let policy = RenewalPolicy::new(1_000_000).renewing_while_idle_for(300_000_000);
+        let last_id = 100_000_000;
+        // Quiet for a minute: renewed to a window beyond the clock, as under load.
+        let now = last_id + 60_000_000;
+        assert_eq!(
+            policy.for_worker(now + 800_000, last_id, now, || false),
+            Some(now)
+        );
+        assert_eq!(
+            policy.for_worker(now + 900_000, last_id, now, || false),
+            None
+        );
+        // Quiet for longer than the idle renewal: nothing.
+        let now = last_id + 300_000_001;
+        assert_eq!(policy.for_worker(i64::MIN, last_id, now, || false), None);
+        // Shorter than a window counts as a window.
+        let short = RenewalPolicy::new(1_000_000).renewing_while_idle_for(5);
+        let now = last_id + 999_999;
+        assert_eq!(
+            short.for_worker(i64::MIN, last_id, now, || false),
+            Some(now)
+        );
     }
 
     #[test]
