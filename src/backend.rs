@@ -87,6 +87,10 @@ struct Backend {
     last_id: Option<i64>,
     /// This database's floor relation, as this backend knows it.
     floor: DatabaseFloor,
+    /// The names of the sequences this backend made an issuer for: a later issuer of one of
+    /// them (its catalog row rewritten, or dropped and created again) starts after the worker
+    /// id's floor, as its earlier issuer may have used the ticks this backend owns.
+    issued_sequences: Vec<String>,
 }
 
 /// This backend's state, in a plain static: a thread-local would cost a TLS look-up on every
@@ -110,6 +114,7 @@ static BACKEND: BackendCell = BackendCell {
         sequences: SequenceCache::new(),
         last_id: None,
         floor: DatabaseFloor::new(),
+        issued_sequences: Vec::new(),
     }),
 };
 
@@ -152,10 +157,16 @@ pub fn next_id(name: &[u8], gene: Option<i64>) -> i64 {
             sequences,
             last_id,
             floor,
+            issued_sequences,
         } = backend;
         // Looked up once: the gene check needs the layout before a worker id is taken.
         let (catalog, entry) = sequences.entry_and_catalog(name);
-        let Entry { layout, state, .. } = entry;
+        let Entry {
+            name: entry_name,
+            layout,
+            state,
+            ..
+        } = entry;
         let gene = match gene {
             None => 0,
             Some(_) if layout.gene_bits == 0 => errors::no_gene_bits(&lossy(name)).raise(),
@@ -169,11 +180,16 @@ pub fn next_id(name: &[u8], gene: Option<i64>) -> i64 {
                 // other rows), so the floor follows the catalog table here, not at each ID.
                 floor.follow(catalog);
                 let attachment = attachment_for(worker_ids, shared, layout);
+                let first_of_sequence = !issued_sequences.contains(entry_name);
+                if first_of_sequence {
+                    issued_sequences.push(entry_name.clone());
+                }
                 state.insert(new_issuer(
                     name,
                     layout,
                     attachment,
                     &worker_ids[attachment],
+                    first_of_sequence,
                     shared,
                     floor,
                 ))
@@ -369,6 +385,7 @@ fn new_issuer(
     layout: &Layout,
     attachment: usize,
     on: &Attachment,
+    first_of_sequence: bool,
     shared: &SharedState,
     floor: &mut DatabaseFloor,
 ) -> Issuer {
@@ -384,10 +401,17 @@ fn new_issuer(
     // clock first.
     floor.learn(shared);
     // Ticks before the worker id's floor for this unit are owned by other sessions (or were by
-    // earlier ones): start after it rather than find each of them taken.
+    // earlier ones): start after it rather than find each of them taken. When the floor is the
+    // end of this backend's own claim, this backend's first issuer of a sequence (a new ID
+    // space) uses those ticks instead of waiting for the next one (a one-second sequence's first
+    // ID would wait up to a second).
     let unit = layout.time_unit_index();
     let worker_floor = on.id.floor(unit);
-    let start_after = layout.first_tick_at_or_after(worker_floor).checked_sub(1);
+    let start = match first_of_sequence {
+        true => on.owned[unit].first_start_for_new_sequence(worker_floor),
+        false => worker_floor,
+    };
+    let start_after = layout.first_tick_at_or_after(start).checked_sub(1);
     Issuer {
         generator: Generator::new(layout.sequence_bits, start_after),
         template: layout.template(node, on.worker as u64),

@@ -29,6 +29,20 @@ impl OwnedTicks {
     fn covers(&self, start: i64, end: i64) -> bool {
         start >= self.from && end <= self.to
     }
+
+    /// Where a session's first generator of a sequence (a new ID space) may start on this
+    /// worker id, the id's floor for the unit being `floor`: after the floor, unless the floor
+    /// is the end of this session's own interval (nobody claimed since), which the generator
+    /// may then use from its start, as the session's other sequences' IDs in those ticks are of
+    /// other ID spaces. A second generator of one sequence must start after the floor: its
+    /// first generator may have issued in the interval.
+    pub fn first_start_for_new_sequence(&self, floor: i64) -> i64 {
+        if floor == self.to && self.from < self.to {
+            self.from
+        } else {
+            floor
+        }
+    }
 }
 
 /// The outcome of [`WorkerId::claim_tick`].
@@ -211,6 +225,31 @@ mod tests {
     }
 
     #[test]
+    fn a_new_sequence_starts_in_the_sessions_own_interval_only_while_nobody_claimed_after_it() {
+        let id = WorkerId::new();
+        let (mut a, mut b) = (OwnedTicks::NONE, OwnedTicks::NONE);
+        assert_eq!(
+            id.claim_tick(0, &mut a, 1_000_000, 2_000_000),
+            TickClaim::Owned
+        );
+        // Only this session's claim is in the way: its interval is free for another sequence.
+        assert_eq!(a.first_start_for_new_sequence(id.floor(0)), 0);
+        // Another session claimed after it: after the floor.
+        assert_eq!(
+            id.claim_tick(0, &mut b, 2_000_000, 3_000_000),
+            TickClaim::Owned
+        );
+        assert_eq!(a.first_start_for_new_sequence(id.floor(0)), 3_000_000);
+        assert_eq!(b.first_start_for_new_sequence(id.floor(0)), 2_000_000);
+        // A session that owns nothing starts after the floor.
+        assert_eq!(OwnedTicks::NONE.first_start_for_new_sequence(7), 7);
+        assert_eq!(
+            OwnedTicks::NONE.first_start_for_new_sequence(i64::MIN),
+            i64::MIN
+        );
+    }
+
+    #[test]
     fn next_owned_skips_a_tick_another_session_owns() {
         let layout = PRESETS[0].1; // 1 ms ticks
         let id = WorkerId::new();
@@ -377,6 +416,15 @@ mod tests {
         ]
     }
 
+    /// Where a session's first generator of a sequence starts.
+    #[derive(Clone, Copy, Debug)]
+    enum Start {
+        AtTheClock,
+        AfterTheFloor,
+        /// `OwnedTicks::first_start_for_new_sequence`, as `src/backend.rs` does.
+        AsTheGlueDoes,
+    }
+
     struct Session {
         pid: i32,
         worker: usize,
@@ -393,14 +441,15 @@ mod tests {
         /// increasing, and each ID within the lead of the clock.
         #[test]
         fn shared_worker_ids_never_repeat_an_id(
-            (sessions, layouts, ops, ids, lead, start_after_floor) in (2usize..6, 1usize..4)
+            (sessions, layouts, ops, ids, lead, start) in (2usize..6, 1usize..4)
                 .prop_flat_map(|(sessions, sequences)| (
                     Just(sessions),
                     prop::collection::vec(layout(), sequences),
                     prop::collection::vec(op(sessions, sequences), 1..300),
                     1usize..=3,
                     0u64..3,
-                    any::<bool>(),
+                    prop_oneof![Just(Start::AtTheClock), Just(Start::AfterTheFloor),
+                                Just(Start::AsTheGlueDoes)],
                 ))
         ) {
             let space = table(ids);
@@ -433,13 +482,19 @@ mod tests {
                         let session = &mut all[s];
                         let id = &space[session.worker];
                         let unit = layout.time_unit_index();
+                        let owned = session.owned[unit];
                         let (generator, published) = session.generators[q].get_or_insert_with(|| {
-                            // The glue starts after the floor; sessions new to an id must not
-                            // need it (a session's second generator for one sequence would:
-                            // the glue makes one only for a new sequence, a new ID space).
-                            let after = start_after_floor
-                                .then(|| layout.first_tick_at_or_after(id.floor(unit)).checked_sub(1))
-                                .flatten();
+                            // A session's first generator of a sequence: uniqueness must not
+                            // need any start hint (a second generator of one sequence would
+                            // need the floor: the glue makes one only for a new ID space).
+                            let floor = id.floor(unit);
+                            let from = match start {
+                                Start::AtTheClock => None,
+                                Start::AfterTheFloor => Some(floor),
+                                Start::AsTheGlueDoes => Some(owned.first_start_for_new_sequence(floor)),
+                            };
+                            let after = from
+                                .and_then(|from| layout.first_tick_at_or_after(from).checked_sub(1));
                             (Generator::new(layout.sequence_bits, after), None)
                         });
                         loop {
