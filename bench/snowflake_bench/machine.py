@@ -170,5 +170,5 @@ def machine_info():
         "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
         "kernel": platform.release(),
         "clocksource": clocksource,
-        "commit": commit + (" (with uncommitted changes in src/sql)" if dirty else ""),
+        "commit": commit + (" (with uncommitted changes in src/ or sql/)" if dirty else ""),
     }

@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 
-/// The built-in `'default'` sequence's layout (sql/bootstrap.sql): the classic preset.
+/// The built-in `'default'` sequence's layout (the install script, sql/snowflake_id--<version>.sql): the classic preset.
 const DEFAULT: Layout = PRESETS[0].1;
 
 /// `Layout::compose` the slow, checked way: None instead of a wrong ID when a part does not
@@ -405,7 +405,7 @@ fn presets_meet_their_promises() {
     for (name, layout) in PRESETS {
         assert_eq!(layout.validate(), Ok(()), "{name}");
     }
-    // The built-in sequence's row in sql/bootstrap.sql: 41/0/10/12/0 at 1 ms from 2025.
+    // The built-in sequence's row in the install script (sql/snowflake_id--<version>.sql): 41/0/10/12/0 at 1 ms from 2025.
     let classic = preset("classic").unwrap();
     let widths = [classic.time_bits, classic.node_bits, classic.worker_bits];
     assert_eq!(widths, [41, 0, 10]);

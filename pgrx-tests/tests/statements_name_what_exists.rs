@@ -1,0 +1,161 @@
+//! Statements about the tree stay true (issue 65): the install script's header names the
+//! crate's version and each update script's the two versions of its file name, and every path
+//! of the repository that a document, a script or a comment cites exists. On 229c10d
+//! `sql/snowflake_id--0.12.0.sql` began "snowflake_id 0.11.0", and design.md and
+//! `layout_properties.rs` cited `sql/bootstrap.sql`, long gone. No server is started.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The `version = "…"` of the extension's own Cargo.toml.
+fn crate_version() -> String {
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    manifest
+        .lines()
+        .find_map(|line| line.strip_prefix("version = \""))
+        .and_then(|rest| rest.strip_suffix('"'))
+        .expect("Cargo.toml has a version")
+        .to_owned()
+}
+
+fn first_line(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|error| panic!("{path:?}: {error}"));
+    text.lines().next().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn the_scripts_headers_name_their_versions() {
+    let version = crate_version();
+    let install = root().join(format!("sql/snowflake_id--{version}.sql"));
+    let header = first_line(&install);
+    assert!(
+        header.starts_with(&format!("-- snowflake_id {version}:")),
+        "{install:?} begins {header:?}, not with the crate's version {version}"
+    );
+    for entry in std::fs::read_dir(root().join("sql")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let Some(versions) = name
+            .strip_prefix("snowflake_id--")
+            .and_then(|rest| rest.strip_suffix(".sql"))
+        else {
+            continue;
+        };
+        if let Some((from, to)) = versions.split_once("--") {
+            let header = first_line(&path);
+            assert!(
+                header.starts_with(&format!("-- snowflake_id {from} → {to}:")),
+                "{name} begins {header:?}"
+            );
+        }
+    }
+}
+
+/// Where the tree's own paths start: a citation is one of these, `/`, and path characters.
+const ROOTS: [&str; 11] = [
+    "src/",
+    "sql/",
+    "docs/",
+    "pgrx-tests/",
+    "crates/",
+    "scripts/",
+    "bench/",
+    "monitoring/",
+    "packaging/",
+    ".ci/",
+    ".config/",
+];
+
+fn path_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "_./+-".contains(c)
+}
+
+/// The repository paths `text` cites: a root at the start of a word (or after `../`, a link
+/// from a file one folder down), then path characters, less a trailing `.` or `/`; not a
+/// pattern (followed by `<`, `{`, `*` or `$`).
+fn cited_paths(text: &str) -> Vec<String> {
+    let mut cited = Vec::new();
+    for root in ROOTS {
+        for (at, _) in text.match_indices(root) {
+            let head = text[..at].strip_suffix("../").unwrap_or(&text[..at]);
+            let before = head.chars().next_back();
+            if before.is_some_and(|c| path_char(c) || c == '<') {
+                continue;
+            }
+            let rest = &text[at..];
+            let end = rest.find(|c: char| !path_char(c)).unwrap_or(rest.len());
+            if rest[end..].starts_with(['<', '{', '*', '$']) {
+                continue;
+            }
+            let path = rest[..end].trim_end_matches(['.', '/']);
+            if path.len() > root.len() {
+                cited.push(path.to_owned());
+            }
+        }
+    }
+    cited
+}
+
+/// Files whose citations are the tree of their day (the changelog, released SQL scripts and
+/// the fixtures that keep them), or not of this tree (vendored sources, Cargo's feature
+/// names `crate/feature`).
+fn keeps_history_or_cites_elsewhere(file: &str) -> bool {
+    file == "CHANGELOG.md"
+        || file.ends_with("Cargo.toml")
+        || file.starts_with("vendor/")
+        || file.starts_with("bench/results/")
+        || (file.starts_with("sql/snowflake_id--")
+            && !file.ends_with(&format!("--{}.sql", crate_version())))
+        || (file.starts_with("pgrx-tests/fixtures/") && file.ends_with(".sql"))
+}
+
+#[test]
+fn every_path_a_document_script_or_comment_cites_exists() {
+    let listed = Command::new("git")
+        .args(["ls-files"])
+        .current_dir(root())
+        .output()
+        .expect("git ls-files");
+    assert!(listed.status.success());
+    let files = String::from_utf8(listed.stdout).unwrap();
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for file in files.lines() {
+        let cites = [".md", ".rs", ".sh", ".py", ".toml", ".sql", ".yaml", ".c"];
+        if !cites.iter().any(|ext| file.ends_with(ext)) || keeps_history_or_cites_elsewhere(file) {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(root().join(file)) else {
+            continue;
+        };
+        for path in cited_paths(&text) {
+            checked += 1;
+            if !root().join(&path).exists() {
+                missing.push(format!("{file} cites {path}"));
+            }
+        }
+    }
+    assert!(
+        checked > 500,
+        "only {checked} citations found: the scan is broken"
+    );
+    assert!(
+        missing.is_empty(),
+        "cited paths that do not exist:\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn the_citation_scan_finds_paths_and_skips_patterns() {
+    let text = "see `src/backend.rs`, (../docs/design.md#7) and sql/snowflake_id--<v>.sql, \
+                not mysrc/x.rs nor results/pg<major>/latest.md; the dir pgrx-tests/tests/.";
+    assert_eq!(
+        cited_paths(text),
+        ["src/backend.rs", "docs/design.md", "pgrx-tests/tests"]
+    );
+}
