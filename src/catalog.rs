@@ -485,11 +485,12 @@ unsafe fn stored_layout(row: pg_sys::HeapTuple, descriptor: pg_sys::TupleDesc) -
         worker_bits: width("worker_bits"),
         sequence_bits: width("sequence_bits"),
         gene_bits: width("gene_bits"),
-        // SAFETY: time_unit_us is a bigint, epoch a timestamptz.
         time_unit_us: value("time_unit_us")
+            // SAFETY: time_unit_us is a bigint.
             .and_then(|datum| unsafe { i64::from_datum(datum, false) })
             .unwrap_or(0),
         epoch_unix_us: value("epoch")
+            // SAFETY: epoch is a timestamptz.
             .and_then(|datum| unsafe { TimestampWithTimeZone::from_datum(datum, false) })
             .map_or(i64::MIN, timestamps::unix_us),
     }

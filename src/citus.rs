@@ -315,12 +315,12 @@ unsafe extern "C-unwind" fn fmgr_hook(
     flinfo: *mut pg_sys::FmgrInfo,
     private: *mut pg_sys::Datum,
 ) {
-    // SAFETY: passes PostgreSQL's own arguments on to the previous hook.
     if let Some(previous) = PREVIOUS_FMGR_HOOK.get().copied().flatten() {
+        // SAFETY: passes PostgreSQL's own arguments on to the previous hook.
         unsafe { previous(event, flinfo, private) };
     }
-    // SAFETY: PostgreSQL passes the FmgrInfo of the function being called.
     if event == pg_sys::FmgrHookEventType::FHET_END
+        // SAFETY: PostgreSQL passes the FmgrInfo of the function being called.
         && is_node_activator(unsafe { (*flinfo).fn_oid })
     {
         push_all_sequences();

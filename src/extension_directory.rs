@@ -459,6 +459,7 @@ unsafe extern "C-unwind" fn on_executor_start(
         // nothing of this frame needs dropping, so an error below leaves by PostgreSQL's
         // longjmp with all its fields (`unguarded.rs`).
         Some(previous) => unsafe { previous(query, flags) },
+        // SAFETY: as above, PostgreSQL's own ExecutorStart.
         None => unsafe { unguarded::standard_executor_start(query, flags) },
     }
     if flags & pg_sys::EXEC_FLAG_EXPLAIN_ONLY as std::ffi::c_int != 0 {

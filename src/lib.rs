@@ -6,6 +6,7 @@
 //! `reservation`, `reservation_worker`, `catalog`, `extension_directory`, `sequence_cache`,
 //! `database_floor`, `backend`, `citus`, `sql_api`, `stored_ids`, `subtransaction`,
 //! `privileges`, `maintenance`, `publications`, `unguarded`, `timestamps`, `errors`.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use pgrx::prelude::*;
 

@@ -627,6 +627,7 @@ mod tests {
         // This server preloads snowflake_id alone: no lookup pays for the Citus hooks.
         // SAFETY: reads a hook global that only _PG_init functions write.
         assert!(unsafe { pg_sys::needs_fmgr_hook }.is_none());
+        // SAFETY: as above.
         assert!(unsafe { pg_sys::fmgr_hook }.is_none());
         for (libraries, citus) in [
             ("citus,snowflake_id", true),

@@ -299,9 +299,9 @@ fn partitions_below(relation: pg_sys::Oid) -> Vec<pg_sys::Oid> {
     members
         .into_iter()
         .filter(|&member| member != relation)
-        // SAFETY: a syscache lookup of a relation, inside a transaction.
         .filter(|&member| {
             matches!(
+                // SAFETY: a syscache lookup of a relation, inside a transaction.
                 unsafe { pg_sys::get_rel_relkind(member) } as u8,
                 pg_sys::RELKIND_RELATION | pg_sys::RELKIND_INDEX
             )
