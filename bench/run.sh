@@ -35,6 +35,16 @@
 # 2, 4 and 8 sessions (bench/sharing.py; knobs BENCH_SHARING_SECONDS, 5, and BENCH_SHARING_REPS,
 # 3) and writes sharing.{md,json}.
 #
+#     bash bench/run.sh latency
+#
+# runs only single-row INSERT latency at every rate (bench/latency.py: 1 and 8 sessions at 0.2,
+# 1, 10, 100 and 1,000 transactions per second and unthrottled, bigserial, snowflake_nextval(),
+# gen_random_uuid() and on 18 uuidv7() mixed in each pgbench run, synchronous_commit on and off,
+# reservation renewals per run and while idle; about 14 minutes per major; knobs
+# BENCH_LATENCY_SECONDS, 10, BENCH_LATENCY_MAX_SECONDS, 80, BENCH_LATENCY_SAMPLES, 10,
+# BENCH_LATENCY_RATES, BENCH_LATENCY_CLIENTS, BENCH_LATENCY_SYNC and BENCH_LATENCY_IDLE_SECONDS,
+# 120) and writes latency.{md,json,png}.
+#
 #     bash bench/run.sh costs
 #
 # runs only the callgrind instruction counts (bench/costs.py, standard library only: a new
@@ -89,6 +99,10 @@ for major in $BENCH_MAJORS; do
     elif [ "${1:-}" = databases ]; then
         step "PostgreSQL $major: many databases (bench/databases.py)"
         "$VENV/bin/python" bench/databases.py --bindir "$BIN" --dir "$BENCH_DIR" \
+            --results "bench/results/pg$major"
+    elif [ "${1:-}" = latency ]; then
+        step "PostgreSQL $major: INSERT latency at every rate (bench/latency.py)"
+        "$VENV/bin/python" bench/latency.py --bindir "$BIN" --dir "$BENCH_DIR" \
             --results "bench/results/pg$major"
     elif [ "${1:-}" = costs ]; then
         step "PostgreSQL $major: callgrind costs (bench/costs.py)"

@@ -1,7 +1,9 @@
-"""latest.png: the four benchmarks in one figure. matplotlib is imported in write_chart() only,
-so that nothing else of the runner needs it."""
+"""latest.png: the four benchmarks in one figure, and latency.png (bench/latency.py).
+matplotlib is imported in the write_*chart() functions only, so that nothing else of the runner
+needs it."""
 
 from .benchmarks import FUNCTIONS, ID_FUNCTIONS, INSERT_VARIANTS, LAST_HOUR_QUERIES, SHORT
+from .latency import FEW_SAMPLES, LABELS, rate_label
 from .report import TARGET_VS_NEXTVAL_CACHE1, TARGET_VS_RANDOM, sessions
 
 
@@ -98,6 +100,55 @@ def write_chart(results, path):
     fig.suptitle(f"snowflake_id benchmarks — {results['started']} — "
                  f"{results['machine']['cpus']} CPUs, load at start "
                  f"{results['machine_before']['loadavg'][0]}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+LATENCY_COLORS = {"bigserial": "#4c72b0", "snowflake": "#dd8452", "uuid": "#55a868",
+                  "uuidv7": "#8172b2"}
+
+
+def write_latency_chart(results, path):
+    """latency.png: p50 (solid) and p99 (dashed; hollow markers where it is the max of few
+    samples) per rate, one panel per synchronous_commit setting and number of clients."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    settings = results["settings"]
+    syncs, clients = settings["sync"], settings["clients"]
+    fig, axes = plt.subplots(len(syncs), len(clients), squeeze=False, sharey=True,
+                             figsize=(6.5 * len(clients), 4.5 * len(syncs)))
+    for row, setting in enumerate(syncs):
+        for column, count in enumerate(clients):
+            ax = axes[row][column]
+            runs = [run for run in results["runs"]
+                    if run["synchronous_commit"] == setting and run["clients"] == count]
+            for key in results["keys"]:
+                color = LATENCY_COLORS[key]
+                points = [(x, run["keys"][key]) for x, run in enumerate(runs)
+                          if run["keys"][key]["samples"]]
+                xs = [x for x, _ in points]
+                ax.plot(xs, [f["p50"] for _, f in points], "o-", color=color,
+                        label=f"{LABELS[key]} p50")
+                ax.plot(xs, [f["p99"] for _, f in points], "--", color=color,
+                        label=f"{LABELS[key]} p99")
+                for x, f in points:
+                    few = f["samples"] <= FEW_SAMPLES
+                    ax.plot([x], [f["p99"]], "s", color=color, zorder=3,
+                            markerfacecolor="white" if few else color)
+            ax.set_xticks(range(len(runs)), [rate_label(run["rate"]) for run in runs])
+            ax.set_yscale("log")
+            ax.set_xlabel("transactions per second in all (max: unthrottled)")
+            ax.set_ylabel("ms from the scheduled start")
+            ax.set_title(f"synchronous_commit = {setting}, {count} "
+                         f"{'client' if count == 1 else 'clients'}")
+            ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].legend(fontsize=7, ncol=2)
+    fig.suptitle(f"Single-row INSERT latency per key, PostgreSQL {results['server_version']} "
+                 f"(squares: p99; hollow: of {FEW_SAMPLES} samples or fewer, the max)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -1,6 +1,7 @@
 """The entry point of a benchmark that runs alone on a throwaway cluster of its own (started by
-bench/run.sh connections or sharing, which install the extension): arguments and knobs, the
-cluster always stopped, results written as <name>.json and <name>.md into --results."""
+bench/run.sh connections, databases, sharing or latency, which install the extension): arguments
+and knobs, the cluster always stopped, results written as <name>.json and <name>.md (and
+<name>.png, given a chart) into --results."""
 
 import argparse
 import json
@@ -11,16 +12,29 @@ from . import log
 from .cluster import Cluster
 
 
-def run_standalone(description, name, knobs, setup, bench, rows, render, row_summary):
-    """`knobs`: {argument: (environment variable, default)} of integer knobs, passed to
-    `bench(cluster, **knobs)` after `setup(cluster)`. `rows(results)` and
-    `render(results, server_version)` make the report; `row_summary(row)` logs each row."""
+def knob_default(variable, default, parse):
+    """The knob's value from the environment, parsed, or else `default` (parsed if a string)."""
+    raw = os.environ.get(variable)
+    if raw is not None:
+        return parse(raw)
+    return parse(default) if isinstance(default, str) else default
+
+
+def run_standalone(description, name, knobs, setup, bench, rows, render, row_summary,
+                   chart=None):
+    """`knobs`: {argument: (environment variable, default[, parse])} of knobs (integers unless
+    a `parse` function of the text is given), passed to `bench(cluster, **knobs)` after
+    `setup(cluster)`. `rows(results)` and `render(results, server_version)` make the report;
+    `row_summary(row)` logs each row; `chart(results, path)`, if given, draws <name>.png."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--bindir", required=True)
     parser.add_argument("--dir", required=True)
     parser.add_argument("--results", required=True)
-    for knob, (variable, default) in knobs.items():
-        parser.add_argument(f"--{knob}", type=int, default=int(os.environ.get(variable, default)))
+    for knob, (variable, default, *parse) in knobs.items():
+        parse = parse[0] if parse else int
+        parser.add_argument(f"--{knob.replace('_', '-')}", dest=knob, type=parse,
+                            default=knob_default(variable, default, parse),
+                            help=f"default ${variable} or {default}")
     args = parser.parse_args()
     results_dir = Path(args.results).resolve()
     results_dir.mkdir(parents=True, exist_ok=True)
@@ -38,5 +52,7 @@ def run_standalone(description, name, knobs, setup, bench, rows, render, row_sum
     results["rows"] = rows(results)
     (results_dir / f"{name}.json").write_text(json.dumps(results, indent=1) + "\n")
     (results_dir / f"{name}.md").write_text(render(results, version))
+    if chart is not None:
+        chart(results, results_dir / f"{name}.png")
     for row in results["rows"]:
         log(row_summary(row))

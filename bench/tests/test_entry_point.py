@@ -1,5 +1,5 @@
-"""bench/run.py and bench/costs.py load every module and parse their arguments without psycopg
-or matplotlib."""
+"""bench/run.py, bench/costs.py and bench/latency.py load every module and parse their arguments
+without psycopg or matplotlib."""
 
 import subprocess
 import sys
@@ -36,6 +36,15 @@ class EntryPointTest(unittest.TestCase):
         completed = help_without_psycopg_and_matplotlib("costs.py")
         self.assertEqual(completed.returncode, 0, completed.stderr)
         for option in ("--bindir", "--dir", "--results", "--quick"):
+            self.assertIn(option, completed.stdout)
+
+    def test_the_latency_script_loads_and_parses_its_arguments_without_psycopg_and_matplotlib(
+            self):
+        completed = help_without_psycopg_and_matplotlib("latency.py")
+        self.assertEqual(completed.returncode, 0, completed.stderr)
+        for option in ("--bindir", "--dir", "--results", "--seconds", "--max-seconds",
+                       "--samples", "--rates", "--clients", "--sync", "--idle-seconds",
+                       "--wait-quiet", "BENCH_LATENCY_RATES"):
             self.assertIn(option, completed.stdout)
 
 
