@@ -2,8 +2,8 @@
 """INSERT latency as users feel it, at every rate: pgbench with 1 and 8 sessions at 0.2, 1, 10,
 100 and 1,000 transactions per second and unthrottled, one prepared single-row INSERT per
 transaction through bigserial, snowflake_nextval(), gen_random_uuid() and (18) uuidv7(), mixed
-in one run, with synchronous_commit on and off; the reservation renewals of each run and of an
-idle server. Started by bench/run.sh latency, which installs the extension; writes latency.md,
+in one run, with synchronous_commit on and off; each key's first INSERT after quiet spells; the
+reservation renewals of each run and of an idle server. Started by bench/run.sh latency, which installs the extension; writes latency.md,
 latency.json and latency.png into --results. Not a test: no timing fails it."""
 
 from snowflake_bench.chart import write_latency_chart
@@ -30,6 +30,8 @@ if __name__ == "__main__":
          "rates": ("BENCH_LATENCY_RATES", RATES, parse_rates),
          "clients": ("BENCH_LATENCY_CLIENTS", CLIENTS, parse_clients),
          "sync": ("BENCH_LATENCY_SYNC", SYNC, parse_sync),
+         "spells": ("BENCH_LATENCY_SPELLS", 20),
+         "spell_seconds": ("BENCH_LATENCY_SPELL_SECONDS", 3),
          "idle_seconds": ("BENCH_LATENCY_IDLE_SECONDS", 120),
          "wait_quiet": ("BENCH_WAIT_QUIET", 60)},
         setup, bench_latency, rows, render, summary, chart=write_latency_chart)

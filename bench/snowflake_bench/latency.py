@@ -6,7 +6,10 @@ pgbench run with equal weights, so the machine's noise hits them alike, the log'
 splitting the latencies per key; `synchronous_commit` on and off. Around each run
 `snowflake_stats()` gives the reservation's renewals, all and the worker's: the others were made
 inside a session's statement (a WAL flush and two fsyncs each), which costs an INSERT latency.
-Then an idle phase without any ID counts the renewals of an idle server."""
+Then quiet spells: each key's first INSERT after some seconds without any INSERT, timed from
+the client, which is what an application that inserts now and then sees (the rate runs' few
+samples at low rates cannot tell it). Then an idle phase without any ID counts the renewals of
+an idle server."""
 
 import math
 import os
@@ -15,7 +18,8 @@ import time
 from collections import defaultdict
 
 from . import log
-from .benchmarks import INSERT_VARIANTS, available, pgbench_tps, quantiles, stats_delta
+from .benchmarks import (INSERT_VARIANTS, available, pgbench_tps, quantiles, rotated,
+                         stats_delta)
 from .cluster import PORT
 from .databases import wal_flushes
 from .machine import ForeignCpu, machine_info, machine_state, wait_for_quiet
@@ -98,9 +102,10 @@ def planned_runs(sync, clients, rates):
 
 
 def planned_seconds(settings, keys):
-    """Seconds of pgbench runs and idle phase that `settings` make (the preparation of each run,
-    the setup and the wait for a quiet machine not counted)."""
-    return settings["idle_seconds"] + sum(
+    """Seconds of pgbench runs, quiet spells and idle phase that `settings` make (the
+    preparation of each run, the setup and the wait for a quiet machine not counted)."""
+    spells = settings["spells"] * settings["spell_seconds"] * len(settings["sync"])
+    return settings["idle_seconds"] + spells + sum(
         run_seconds(rate, keys, count, settings["seconds"], settings["samples"],
                     settings["max_seconds"])
         for _, count, rate in planned_runs(settings["sync"], settings["clients"],
@@ -274,6 +279,38 @@ def one_run(cluster, monitor, keys, scripts, setting, clients, rate, seconds, qu
     }
 
 
+def insert_sql(key):
+    return f"INSERT INTO {table(key)} (payload) VALUES (1) RETURNING id"
+
+
+def quiet_spells(cluster, monitor, keys, setting, rounds, spell_seconds):
+    """`rounds` times: `spell_seconds` without any INSERT, then one INSERT per key (in an order
+    rotated each round), each in a warm session of its own with `synchronous_commit` =
+    `setting`, timed from the client: each key's first INSERT after a quiet spell. Also the
+    renewals made meanwhile, in statements and by the worker."""
+    sessions = {key: cluster.connect() for key in keys}
+    try:
+        for key, session in sessions.items():
+            session.execute(f"SET synchronous_commit = {setting}")
+            session.execute(insert_sql(key)).fetchone()
+        latencies = {key: [] for key in keys}
+        before = counters(monitor)
+        for spell in range(rounds):
+            time.sleep(spell_seconds)
+            for key in rotated(keys, spell):
+                began = time.perf_counter()
+                sessions[key].execute(insert_sql(key)).fetchone()
+                latencies[key].append(round((time.perf_counter() - began) * 1e6))
+        delta = stats_delta(before, counters(monitor))
+    finally:
+        for session in sessions.values():
+            session.close()
+    return {"synchronous_commit": setting, "rounds": rounds, "spell_seconds": spell_seconds,
+            "keys": {key: figures(values) for key, values in latencies.items()},
+            "counters": delta,
+            "in_statements": delta["reservation_writes"] - delta["reservation_worker_writes"]}
+
+
 def idle_phase(monitor, seconds):
     """`seconds` without any ID: the counters' growth, and when the last renewal came (read
     every second)."""
@@ -291,12 +328,14 @@ def idle_phase(monitor, seconds):
             "last_renewal_after": last_renewal}
 
 
-def bench_latency(cluster, seconds, max_seconds, samples, rates, clients, sync, idle_seconds,
-                  wait_quiet):
-    """Every run (synchronous_commit × clients × rate), then the idle phase; the machine's
-    state before and after, and the CPU other processes used during each run."""
+def bench_latency(cluster, seconds, max_seconds, samples, rates, clients, sync, spells,
+                  spell_seconds, idle_seconds, wait_quiet):
+    """Every run (synchronous_commit × clients × rate), the quiet spells of each
+    synchronous_commit setting, then the idle phase; the machine's state before and after, and
+    the CPU other processes used during each run."""
     settings = {"seconds": seconds, "max_seconds": max_seconds, "samples": samples,
-                "rates": rates, "clients": clients, "sync": sync, "idle_seconds": idle_seconds}
+                "rates": rates, "clients": clients, "sync": sync, "spells": spells,
+                "spell_seconds": spell_seconds, "idle_seconds": idle_seconds}
     with cluster.connect() as conn:
         major = int(conn.execute("SHOW server_version_num").fetchone()[0]) // 10000
         reserve_ahead = reserve_ahead_seconds(conn)
@@ -333,6 +372,16 @@ def bench_latency(cluster, seconds, max_seconds, samples, rates, clients, sync, 
                 f"{key} p50 {run['keys'][key].get('p50', float('nan')):.2f} ms "
                 f"({run['keys'][key]['samples']})" for key in keys)
                 + f"; renewals in statements {run['renewals']['in_statements']}")
+        results["quiet_spells"] = []
+        for setting in sync if spells else []:
+            name = f"quiet spells, synchronous_commit={setting}"
+            spell = watch.measure(name, lambda: quiet_spells(
+                cluster, monitor, keys, setting, spells, spell_seconds))
+            spell["foreign_cpu"] = watch.phases[name]
+            results["quiet_spells"].append(spell)
+            log(f"{name}: " + ", ".join(
+                f"{key} p50 {spell['keys'][key]['p50']:.2f} ms" for key in keys)
+                + f"; renewals in statements {spell['in_statements']}")
         log(f"idle for {idle_seconds} s")
         results["idle"] = watch.measure("idle", lambda: idle_phase(monitor, idle_seconds))
         results["idle"]["foreign_cpu"] = watch.phases["idle"]
@@ -390,7 +439,9 @@ def lag_text(lag):
 def machine_line(results):
     before, after = results["machine_before"], results["machine_after"]
     busy = ", ".join(f"{item['comm']} ({item['cpu']:.0%})" for item in before["busy_processes"])
-    foreign = [run["foreign_cpu"] for run in results["runs"]] + [results["idle"]["foreign_cpu"]]
+    foreign = ([run["foreign_cpu"] for run in results["runs"]]
+               + [spell["foreign_cpu"] for spell in results.get("quiet_spells", [])]
+               + [results["idle"]["foreign_cpu"]])
     tops = defaultdict(float)
     for phase in foreign:
         for item in phase["top"]:
@@ -491,6 +542,7 @@ def render(results, server_version):
                   "(synchronous_commit/clients/rate): " + ", ".join(
                       f"{run['synchronous_commit']}/{run['clients']}/{rate_label(run['rate'])}"
                       for run in unsettled) + "."]
+    lines += quiet_spell_lines(results)
     idle = results["idle"]
     last = idle["last_renewal_after"]
     lines += ["", f"Idle: {idle['seconds']} s without an ID after the last run: "
@@ -501,3 +553,27 @@ def render(results, server_version):
                  if last is not None else "")
               + f"; {idle['counters']['ids_issued']} IDs issued meanwhile.", ""]
     return "\n".join(lines)
+
+
+def quiet_spell_lines(results):
+    """The quiet spells' section: each key's first INSERT after a spell, and the ratios."""
+    spells = results.get("quiet_spells", [])
+    if not spells:
+        return []
+    keys = results["keys"]
+    lines = ["", "## The first INSERT after a quiet spell: p50 / p99 / max, ms (samples)", "",
+             f"{spells[0]['rounds']} times: {spells[0]['spell_seconds']:g} s without any INSERT "
+             "(longer than `snowflake_id.reserve_ahead`), then one INSERT per key in an order "
+             "rotated each time, each in a warm session of its own, timed from the client (the "
+             "round trip included). Renewals in statements: those of the spells' INSERTs.", "",
+             "| synchronous_commit | " + " | ".join(LABELS[key] for key in keys)
+             + " | p50 / p99 vs bigserial | renewals in statements |",
+             "|---|" + "---|" * len(keys) + "---|---|"]
+    for spell in spells:
+        keyed = spell["keys"]
+        versus = " / ".join(times(ratio(keyed["snowflake"], keyed["bigserial"], figure))
+                            for figure in ("p50", "p99"))
+        lines.append(f"| {spell['synchronous_commit']} | "
+                     + " | ".join(cell(keyed[key]) for key in keys)
+                     + f" | {versus} | {spell['in_statements']} |")
+    return lines

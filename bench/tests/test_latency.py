@@ -7,6 +7,7 @@ from pathlib import Path
 
 from snowflake_bench.cluster import Cluster
 from snowflake_bench.latency import (CLIENTS, FEW_SAMPLES, RATES, SYNC, TARGET_RATIO, cell,
+                                     quiet_spell_lines,
                                      figures, idle_phase, jobs_for, parse_clients, parse_log,
                                      parse_rates, parse_sync, pgbench_command, planned_runs,
                                      planned_seconds, rate_kept, rate_label, render, renewals,
@@ -46,7 +47,7 @@ def results(runs, keys=("bigserial", "snowflake", "uuid")):
                      "rates": sorted({r["rate"] for r in runs}, key=lambda r: r or 1e9),
                      "clients": sorted({r["clients"] for r in runs}),
                      "sync": sorted({r["synchronous_commit"] for r in runs}, reverse=True),
-                     "idle_seconds": 120},
+                     "spells": 0, "spell_seconds": 3, "idle_seconds": 120},
         "keys": list(keys), "reserve_ahead": 1.0, "server_version": "15.20",
         "library_sha256": "0123456789abcdef",
         "machine": {"cpus": 2, "cpu": "AMD EPYC", "commit": "abc1234"},
@@ -90,12 +91,13 @@ class DurationTest(unittest.TestCase):
     def test_default_plan(self):
         settings = {"seconds": 10, "max_seconds": 80, "samples": 10,
                     "rates": parse_rates(RATES), "clients": [1, 8], "sync": ["on", "off"],
-                    "idle_seconds": 120}
+                    "spells": 20, "spell_seconds": 3, "idle_seconds": 120}
         self.assertEqual(len(planned_runs(settings["sync"], settings["clients"],
                                           settings["rates"])), 24)
-        # 2 × (80 + 31 + 4 × 10 + 80 + 38 + 4 × 10) + 120 with 3 keys; 1 and 8 s more with 4.
-        self.assertEqual(planned_seconds(settings, 3), 738)
-        self.assertEqual(planned_seconds(settings, 4), 778)
+        # 2 × (80 + 31 + 4 × 10 + 80 + 38 + 4 × 10) + 2 × 20 × 3 + 120 with 3 keys; 1 and 8 s
+        # more with 4.
+        self.assertEqual(planned_seconds(settings, 3), 858)
+        self.assertEqual(planned_seconds(settings, 4), 898)
 
 
 class ScriptTest(unittest.TestCase):
@@ -267,3 +269,26 @@ class ChartTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class QuietSpellsTest(unittest.TestCase):
+    def spell(self, setting, snowflake_ms, bigserial_ms):
+        def key(ms):
+            return {"p50": ms, "p99": ms * 2, "p99.9": ms * 2, "max": ms * 3, "samples": 20}
+        return {"synchronous_commit": setting, "rounds": 20, "spell_seconds": 3,
+                "keys": {"bigserial": key(bigserial_ms), "snowflake": key(snowflake_ms),
+                         "uuid": key(bigserial_ms)},
+                "counters": {}, "in_statements": 0, "foreign_cpu": {"seconds": 0.0, "top": []}}
+
+    def test_no_section_without_spells(self):
+        self.assertEqual(quiet_spell_lines(results([])), [])
+
+    def test_each_setting_a_row_with_its_ratios(self):
+        measured = {**results([]), "quiet_spells": [self.spell("on", 3.0, 1.5),
+                                                    self.spell("off", 1.0, 1.0)]}
+        lines = quiet_spell_lines(measured)
+        self.assertIn("20 times: 3 s without any INSERT", lines[3])
+        self.assertEqual(lines[-2], "| on | 1.50 / 3.00† / 4.50 (20) | 3.00 / 6.00† / 9.00 (20) | "
+                                    "1.50 / 3.00† / 4.50 (20) | 2.00× / 2.00× | 0 |")
+        self.assertTrue(lines[-1].startswith("| off |"))
+        self.assertTrue(lines[-1].endswith("| 1.00× / 1.00× | 0 |"))
