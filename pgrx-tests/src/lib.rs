@@ -37,6 +37,7 @@ mod initdb_template;
 mod installation;
 mod replication;
 
+pub mod alert_rules;
 pub mod auto_failover;
 pub mod citus;
 pub mod column_shapes;
