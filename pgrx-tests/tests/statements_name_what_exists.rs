@@ -4,23 +4,10 @@
 //! `sql/snowflake_id--0.12.0.sql` began "snowflake_id 0.11.0", and design.md and
 //! `layout_properties.rs` cited `sql/bootstrap.sql`, long gone. No server is started.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The `version = "…"` of the extension's own Cargo.toml.
-fn crate_version() -> String {
-    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
-    manifest
-        .lines()
-        .find_map(|line| line.strip_prefix("version = \""))
-        .and_then(|rest| rest.strip_suffix('"'))
-        .expect("Cargo.toml has a version")
-        .to_owned()
-}
+use snowflake_id_cluster_tests::fixtures::{extension_crate_version, workspace_root};
 
 fn first_line(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_else(|error| panic!("{path:?}: {error}"));
@@ -29,14 +16,14 @@ fn first_line(path: &Path) -> String {
 
 #[test]
 fn the_scripts_headers_name_their_versions() {
-    let version = crate_version();
-    let install = root().join(format!("sql/snowflake_id--{version}.sql"));
+    let version = extension_crate_version();
+    let install = workspace_root().join(format!("sql/snowflake_id--{version}.sql"));
     let header = first_line(&install);
     assert!(
         header.starts_with(&format!("-- snowflake_id {version}:")),
         "{install:?} begins {header:?}, not with the crate's version {version}"
     );
-    for entry in std::fs::read_dir(root().join("sql")).unwrap() {
+    for entry in std::fs::read_dir(workspace_root().join("sql")).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let Some(versions) = name
@@ -103,14 +90,13 @@ fn cited_paths(text: &str) -> Vec<String> {
 /// Files whose citations are the tree of their day (the changelog, released SQL scripts and
 /// the fixtures that keep them, this file's examples of stale ones), or not of this tree
 /// (vendored sources, Cargo's feature names `crate/feature`).
-fn keeps_history_or_cites_elsewhere(file: &str) -> bool {
+fn keeps_history_or_cites_elsewhere(file: &str, version: &str) -> bool {
     file == "CHANGELOG.md"
         || file == "pgrx-tests/tests/statements_name_what_exists.rs"
         || file.ends_with("Cargo.toml")
         || file.starts_with("vendor/")
         || file.starts_with("bench/results/")
-        || (file.starts_with("sql/snowflake_id--")
-            && !file.ends_with(&format!("--{}.sql", crate_version())))
+        || (file.starts_with("sql/snowflake_id--") && !file.ends_with(&format!("--{version}.sql")))
         || (file.starts_with("pgrx-tests/fixtures/") && file.ends_with(".sql"))
 }
 
@@ -118,24 +104,27 @@ fn keeps_history_or_cites_elsewhere(file: &str) -> bool {
 fn every_path_a_document_script_or_comment_cites_exists() {
     let listed = Command::new("git")
         .args(["ls-files"])
-        .current_dir(root())
+        .current_dir(workspace_root())
         .output()
         .expect("git ls-files");
     assert!(listed.status.success());
     let files = String::from_utf8(listed.stdout).unwrap();
+    let version = extension_crate_version();
     let mut missing = Vec::new();
     let mut checked = 0;
     for file in files.lines() {
         let cites = [".md", ".rs", ".sh", ".py", ".toml", ".sql", ".yaml", ".c"];
-        if !cites.iter().any(|ext| file.ends_with(ext)) || keeps_history_or_cites_elsewhere(file) {
+        if !cites.iter().any(|ext| file.ends_with(ext))
+            || keeps_history_or_cites_elsewhere(file, &version)
+        {
             continue;
         }
-        let Ok(text) = std::fs::read_to_string(root().join(file)) else {
+        let Ok(text) = std::fs::read_to_string(workspace_root().join(file)) else {
             continue;
         };
         for path in cited_paths(&text) {
             checked += 1;
-            if !root().join(&path).exists() {
+            if !workspace_root().join(&path).exists() {
                 missing.push(format!("{file} cites {path}"));
             }
         }
