@@ -308,7 +308,7 @@ def quiet_spells(cluster, monitor, keys, setting, rounds, spell_seconds):
     return {"synchronous_commit": setting, "rounds": rounds, "spell_seconds": spell_seconds,
             "keys": {key: figures(values) for key, values in latencies.items()},
             "counters": delta,
-            "in_statements": delta["reservation_writes"] - delta["reservation_worker_writes"]}
+            "in_statements": renewals(delta, rounds * spell_seconds)["in_statements"]}
 
 
 def idle_phase(monitor, seconds):
