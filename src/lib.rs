@@ -1,11 +1,9 @@
 //! snowflake_id: Snowflake-style 64-bit IDs generated inside PostgreSQL.
 //!
-//! This crate is the PostgreSQL glue only (docs/design.md §7); everything that decides an ID's
-//! value is in the pure core crate `snowflake_id_core` (crates/snowflake_id_core).
-//! Glue files, named by what they face: `gucs`, `shared_memory`, `system_clock`, `cluster_time`,
-//! `reservation`, `reservation_worker`, `catalog`, `extension_directory`, `sequence_cache`,
-//! `database_floor`, `backend`, `citus`, `sql_api`, `stored_ids`, `subtransaction`,
-//! `privileges`, `maintenance`, `publications`, `unguarded`, `timestamps`, `errors`.
+//! This crate is the PostgreSQL glue only; everything that decides an ID's value is in the pure
+//! core crate `snowflake_id_core` (crates/snowflake_id_core). What each module below faces, and
+//! every hook and callback `_PG_init` puts under PostgreSQL: docs/design.md §7 (a test keeps
+//! it true to the tree).
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 use pgrx::prelude::*;

@@ -2,7 +2,9 @@
 //! pure core (`crates/snowflake_id_core/src/`) is named in the code-layout section, and every
 //! file that section lists exists; and no two modules of the glue (`src/`), of the core or of
 //! the whole-cluster tests' crate (`pgrx-tests/src/`) use each other, directly or through others
-//! (§7: each file builds on the ones below it), test modules included. No server is started.
+//! (§7: each file builds on the ones below it), test modules included; and §7's table of the
+//! hooks and callbacks the library puts under PostgreSQL names each one the code installs, with
+//! the file that installs it, and nothing else. No server is started.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -272,5 +274,132 @@ fn the_cycle_check_catches_a_cycle() {
     assert_eq!(
         find_cycle(&uses(&[("a", "b"), ("b", "c"), ("c", "a")])),
         Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
+    );
+}
+
+/// The hooks and callbacks the code installs, as (name, file): an assignment to a PostgreSQL
+/// hook (`pg_sys::<name>_hook = Some(…)`), a call of PostgreSQL's registration functions
+/// (`Register…`, `CacheRegister…`, `before_shmem_exit`, `on_shmem_exit`, `on_proc_exit`), of
+/// pgrx's `register_xact_callback` / `register_subxact_callback`, or a `BackgroundWorkerBuilder`.
+fn installed_hooks(files: &[(String, String)]) -> BTreeSet<(String, String)> {
+    const EXITS: [&str; 3] = ["before_shmem_exit", "on_shmem_exit", "on_proc_exit"];
+    const PGRX: [&str; 3] = [
+        "register_xact_callback(",
+        "register_subxact_callback(",
+        "BackgroundWorkerBuilder::new(",
+    ];
+    let identifier = |text: &str| -> String {
+        text.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut found = BTreeSet::new();
+    for (file, text) in files {
+        let code = text
+            .lines()
+            .map(|line| line.split("//").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for (at, _) in code.match_indices("pg_sys::") {
+            let rest = &code[at + "pg_sys::".len()..];
+            let name = identifier(rest);
+            let after = rest[name.len()..].trim_start();
+            let hook = name.ends_with("_hook") && after.starts_with("= Some(");
+            let registers = (name.starts_with("Register")
+                || name.starts_with("CacheRegister")
+                || EXITS.contains(&name.as_str()))
+                && after.starts_with('(');
+            if hook || registers {
+                found.insert((name, file.clone()));
+            }
+        }
+        for call in PGRX {
+            if code.contains(call) {
+                found.insert((
+                    call.split(['(', ':']).next().unwrap().to_owned(),
+                    file.clone(),
+                ));
+            }
+        }
+    }
+    found
+}
+
+/// The rows of §7's table of what the library puts under PostgreSQL, as (name, file).
+fn listed_hooks(section: &str) -> BTreeSet<(String, String)> {
+    section
+        .lines()
+        .filter_map(|line| line.trim_start().strip_prefix("| `"))
+        .filter_map(|row| {
+            let (name, rest) = row.split_once("` | `")?;
+            let (file, _) = rest.split_once("` |")?;
+            Some((name.to_owned(), file.to_owned()))
+        })
+        .collect()
+}
+
+#[test]
+fn every_hook_the_library_installs_is_in_the_code_layout_with_its_file() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../src");
+    let files: Vec<(String, String)> = rust_files("src")
+        .into_iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(root.join(&file)).unwrap();
+            (file, text)
+        })
+        .collect();
+    let installed = installed_hooks(&files);
+    assert!(
+        installed.contains(&(
+            "ExecutorStart_hook".to_owned(),
+            "extension_directory.rs".to_owned()
+        )) && installed.len() >= 10,
+        "the scan finds the hooks: {installed:?}"
+    );
+    let listed = listed_hooks(&layout_section());
+    let unlisted: Vec<_> = installed.difference(&listed).collect();
+    let stale: Vec<_> = listed.difference(&installed).collect();
+    assert!(
+        unlisted.is_empty(),
+        "installed but not in docs/design.md §7's table of hooks: {unlisted:?}"
+    );
+    assert!(
+        stale.is_empty(),
+        "in docs/design.md §7's table of hooks but not installed there: {stale:?}"
+    );
+}
+
+#[test]
+fn the_hook_check_catches_a_new_hook_and_a_moved_one() {
+    let files = [(
+        "a.rs".to_owned(),
+        "unsafe { pg_sys::ExecutorRun_hook = Some(run);\n// pg_sys::planner_hook = Some(p);\n\
+         pg_sys::RegisterXactCallback(Some(cb), null); pg_sys::XLogRegisterData(d, 8) }\nlet prev = pg_sys::ExecutorRun_hook;\n\
+         register_xact_callback(PgXactCallbackEvent::Commit, || {});"
+            .to_owned(),
+    )];
+    let section =
+        "  | `ExecutorRun_hook` | `b.rs` | x |\n  | `RegisterXactCallback` | `a.rs` | y |";
+    let installed = installed_hooks(&files);
+    let pair = |name: &str, file: &str| (name.to_owned(), file.to_owned());
+    assert_eq!(
+        installed,
+        BTreeSet::from([
+            pair("ExecutorRun_hook", "a.rs"),
+            pair("RegisterXactCallback", "a.rs"),
+            pair("register_xact_callback", "a.rs"),
+        ])
+    );
+    let listed = listed_hooks(section);
+    assert_eq!(
+        installed.difference(&listed).collect::<Vec<_>>(),
+        [
+            &pair("ExecutorRun_hook", "a.rs"),
+            &pair("register_xact_callback", "a.rs")
+        ]
+    );
+    assert_eq!(
+        listed.difference(&installed).collect::<Vec<_>>(),
+        [&pair("ExecutorRun_hook", "b.rs")]
     );
 }
