@@ -13,6 +13,7 @@ SELECT snowflake_create_sequence('secs', time_unit => '1 s', time_bits => 33);
 SELECT snowflake_create_sequence('js', preset => 'js53');
 CREATE TABLE plain_ints (id int PRIMARY KEY);
 CREATE TABLE text_keys (id text PRIMARY KEY);
+CREATE TABLE unkeyed (id int);
 CREATE VIEW a_view AS SELECT id FROM plain_ints;
 
 -- 22023: the arguments of snowflake_create_sequence
@@ -59,6 +60,10 @@ SELECT snowflake_timestamp(snowflake_min_id(now() + interval '30 days')) > now()
 SELECT snowflake_currval('sales');
 SELECT snowflake_lastval();
 UPDATE snowflake_id_internal.snowflake_sequence_catalog SET name = 'renamed' WHERE name = 'sales';
+SELECT snowflake_create_sequence('with_nodes', preset => 'sharded');
+SELECT snowflake_nextval('with_nodes');
+SELECT snowflake_convert_column('unkeyed', 'id');
+SELECT * FROM snowflake_citus_node_ids();
 -- 23514: a row inserted into the catalog table by hand with a layout that is not valid
 INSERT INTO snowflake_id_internal.snowflake_sequence_catalog
     (name, preset, epoch, time_unit_us, time_bits, node_bits, worker_bits, sequence_bits,
@@ -78,6 +83,9 @@ SELECT snowflake_drop_sequence('sales');
 ROLLBACK;
 -- 0A000
 SELECT snowflake_id_internal.stored_ids_ahead_of_new_indexes();
+SET client_min_messages = error;  -- PostgreSQL's own wal_level WARNING differs by major
+CREATE PUBLICATION everything FOR ALL TABLES;
+RESET client_min_messages;
 -- 42804, 42809, 42703: snowflake_convert_column
 SELECT snowflake_convert_column('text_keys', 'id');
 SELECT snowflake_convert_column('a_view', 'id');
