@@ -25,11 +25,14 @@ pub fn promtool(args: &[&str]) -> String {
     text
 }
 
+/// `monitoring/snowflake_id-alerts.yaml`, the rules file.
+fn rules_file() -> std::path::PathBuf {
+    workspace_root().join("monitoring/snowflake_id-alerts.yaml")
+}
+
 /// The rules of `monitoring/snowflake_id-alerts.yaml`: their names.
 fn alert_names() -> Vec<String> {
-    let rules =
-        std::fs::read_to_string(workspace_root().join("monitoring/snowflake_id-alerts.yaml"))
-            .unwrap();
+    let rules = std::fs::read_to_string(rules_file()).unwrap();
     rules
         .lines()
         .filter_map(|line| line.trim().strip_prefix("- alert: "))
@@ -40,9 +43,7 @@ fn alert_names() -> Vec<String> {
 /// The annotations alert `alert` has, from the rules file, with each template of `values`
 /// (e.g. `{{ $labels.instance }}`) replaced: its summary and its description (a folded block).
 pub fn annotations(alert: &str, values: &[(&str, &str)]) -> (String, String) {
-    let rules =
-        std::fs::read_to_string(workspace_root().join("monitoring/snowflake_id-alerts.yaml"))
-            .unwrap();
+    let rules = std::fs::read_to_string(rules_file()).unwrap();
     let rule = rules
         .split("- alert: ")
         .find(|rule| rule.starts_with(&format!("{alert}\n")))
@@ -106,9 +107,7 @@ pub fn promtool_series(instance: &str, scrapes: &[BTreeMap<String, f64>]) -> Str
 pub fn promtool_head() -> String {
     format!(
         "rule_files:\n  - {}\nevaluation_interval: 15s\ntests:\n  - interval: 15s\n    input_series:\n",
-        workspace_root()
-            .join("monitoring/snowflake_id-alerts.yaml")
-            .display()
+        rules_file().display()
     )
 }
 

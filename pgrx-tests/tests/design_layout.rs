@@ -127,17 +127,8 @@ fn module_uses(dir: &str) -> BTreeMap<String, BTreeSet<String>> {
 /// The `crate::<module>` names in `text`, outside comments: in paths, in `use` (re-exports
 /// too), and each item of a group, `use crate::{a, b::c, d::{e, f}}`, over several lines.
 fn used_modules(text: &str) -> BTreeSet<String> {
-    let code = text
-        .lines()
-        .map(|line| line.split("//").next().unwrap_or(""))
-        .collect::<Vec<_>>()
-        .join("\n");
-    let leading_name = |path: &str| -> String {
-        path.trim_start()
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect()
-    };
+    let code = without_comments(text);
+    let leading_name = |path: &str| leading_identifier(path.trim_start());
     let mut used = BTreeSet::new();
     for (at, _) in code.match_indices("crate::") {
         let rest = &code[at + "crate::".len()..];
@@ -150,6 +141,21 @@ fn used_modules(text: &str) -> BTreeSet<String> {
     }
     used.retain(|name| !name.is_empty() && name != "self");
     used
+}
+
+/// `text` with each line's `//` comment cut off.
+fn without_comments(text: &str) -> String {
+    text.lines()
+        .map(|line| line.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The identifier `text` begins with (empty if none).
+fn leading_identifier(text: &str) -> String {
+    text.chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect()
 }
 
 /// The items of a `use` group whose text follows its `{`, split at its own commas (nested
@@ -288,21 +294,12 @@ fn installed_hooks(files: &[(String, String)]) -> BTreeSet<(String, String)> {
         "register_subxact_callback(",
         "BackgroundWorkerBuilder::new(",
     ];
-    let identifier = |text: &str| -> String {
-        text.chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect()
-    };
     let mut found = BTreeSet::new();
     for (file, text) in files {
-        let code = text
-            .lines()
-            .map(|line| line.split("//").next().unwrap_or(""))
-            .collect::<Vec<_>>()
-            .join("\n");
+        let code = without_comments(text);
         for (at, _) in code.match_indices("pg_sys::") {
             let rest = &code[at + "pg_sys::".len()..];
-            let name = identifier(rest);
+            let name = leading_identifier(rest);
             let after = rest[name.len()..].trim_start();
             let hook = name.ends_with("_hook") && after.starts_with("= Some(");
             let registers = (name.starts_with("Register")

@@ -12,7 +12,9 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use snowflake_id_cluster_tests::fixtures::doc_examples::{replace_ids, replace_times};
+use snowflake_id_cluster_tests::fixtures::doc_examples::{
+    replace_ids, replace_times, without_psql_prefix,
+};
 use snowflake_id_cluster_tests::fixtures::reference_error_tables;
 use snowflake_id_cluster_tests::Cluster;
 
@@ -76,13 +78,7 @@ fn run_script(cluster: &Cluster, script: &PathBuf) -> String {
     let raw = std::fs::read_to_string(&output_file).unwrap();
     raw.lines()
         .filter(|line| !line.starts_with("LOCATION:"))
-        .map(|line| {
-            let line = line
-                .strip_prefix("psql:")
-                .and_then(|rest| rest.split_once(": "))
-                .map_or(line, |(_, message)| message);
-            replace_ids(&replace_times(line)) + "\n"
-        })
+        .map(|line| replace_ids(&replace_times(without_psql_prefix(line))) + "\n")
         .collect()
 }
 
