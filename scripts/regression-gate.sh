@@ -7,8 +7,11 @@
 # other extension in shared_preload_libraries);
 # their results files must be equal. The suites come from Debian's source package of the major
 # (for 15, bookworm's: its minor version may differ from the installed server's, which is why
-# the run without the library is the reference, not the expected files). Sourced by test.sh;
-# needs common.sh and install-postgres.sh (private_apt, the source index, pg_config_of).
+# the run without the library is the reference, not the expected files). A reference run's
+# results, once a gate found the runs with the library equal to them, are kept and reused while
+# everything that run depends on is the same (reference_key); the runs with the library always
+# run. Sourced by test.sh; needs common.sh and install-postgres.sh (private_apt, the source
+# index, pg_config_of).
 
 REGRESSION_SUITE_DIR=/var/lib/snowflake_id/regress
 # What a complete suite directory holds, in its file "complete": raised when that changes (2:
@@ -93,6 +96,50 @@ run_suite() {
     rm -rf "$out/$name/instance"
 }
 
+# reference_key MAJOR: the SHA-256 of everything a run without the library depends on: the
+# server's programs and the libraries the suites load (PostgreSQL's own and those of
+# $REGRESSION_SUITE_DIR/MAJOR/lib), the suites' source package and layout, this file (how a
+# suite is run), and the locale initdb takes from the environment.
+reference_key() {
+    local dir="$REGRESSION_SUITE_DIR/$1" pkglibdir
+    pkglibdir=$("$(pg_config_of "$1")" --pkglibdir)
+    {
+        sha256sum "$REGRESS_BINDIR"/{postgres,initdb,pg_ctl,psql} "$REGRESS_PG_REGRESS" \
+            "$dir"/lib/*.so "$pkglibdir"/{pg_stat_statements,auto_explain}.so \
+            "${BASH_SOURCE[0]}" | cut -d' ' -f1
+        [ ! -d "$dir/pgaudit" ] || sha256sum "$pkglibdir/pgaudit.so" | cut -d' ' -f1
+        cat "$dir/source-package" "$dir/complete"
+        locale
+    } | sha256sum | cut -d' ' -f1
+}
+
+# reference_suite OUT NAME PORT PRELOAD CONF INPUTDIR ARGS…: run_suite for a run without the
+# library, or, where REFERENCE_CACHE holds that run's kept results, those.
+reference_suite() {
+    local out=$1 name=$2
+    if [ -d "$REFERENCE_CACHE/$name/results" ]; then
+        mkdir -p "$out/$name"
+        cp -a "$REFERENCE_CACHE/$name/results" "$out/$name/"
+        echo "$name: the results kept in $REFERENCE_CACHE" > "$out/$name.log"
+        return 0
+    fi
+    run_suite "$@"
+}
+
+# keep_references OUT NAME…: the results of the runs NAME… in REFERENCE_CACHE, the one reference
+# kept for the major (an older key's go).
+keep_references() {
+    local out=$1 name kept
+    shift
+    kept=$(mktemp -d "$(dirname "$REFERENCE_CACHE")/.new.XXXXXX")
+    for name in "$@"; do
+        mkdir -p "$kept/$name"
+        cp -a "$out/$name/results" "$kept/$name/"
+    done
+    find "$(dirname "$REFERENCE_CACHE")" -mindepth 1 -maxdepth 1 ! -path "$kept" -exec rm -rf {} +
+    mv "$kept" "$REFERENCE_CACHE"
+}
+
 # same_results OUT REFERENCE OTHER: whether OTHER's results files are REFERENCE's; prints the
 # count and the difference otherwise.
 same_results() {
@@ -115,10 +162,11 @@ same_results() {
 # before snowflake_id and after it in shared_preload_libraries (ports PORT to PORT + 2), side by
 # side; whether the other two's results are the first's.
 contrib_gate() {
-    local out=$1 extension=$2 port=$3 conf=$4 input=$5 order=0 preload failed=0
+    local out=$1 extension=$2 port=$3 conf=$4 input=$5 order=0 preload run failed=0
     shift 5
     for preload in "$extension" "$extension,snowflake_id" "snowflake_id,$extension"; do
-        run_suite "$out" "$extension-$order" "$((port + order))" "$preload" "$conf" "$input" \
+        if [ "$order" = 0 ]; then run=reference_suite; else run=run_suite; fi
+        "$run" "$out" "$extension-$order" "$((port + order))" "$preload" "$conf" "$input" \
             --dbname=contrib_regression "$@" &
         order=$((order + 1))
     done
@@ -140,8 +188,12 @@ regression_gate() {
     rm -rf "$out"
     mkdir -p "$out"
     chown postgres "$out"
+    REFERENCE_CACHE="$dir/reference/$(reference_key "$major")"
     echo "PostgreSQL $major, $("$REGRESS_BINDIR/postgres" --version), suites of $(cat "$dir/source-package")"
-    run_suite "$out" core-without "$base" "" "" "$dir/regress" \
+    if [ -d "$REFERENCE_CACHE" ]; then
+        echo "the runs without the library: their results kept in $REFERENCE_CACHE"
+    fi
+    reference_suite "$out" core-without "$base" "" "" "$dir/regress" \
         --schedule="$dir/regress/parallel_schedule" --max-connections=4 &
     run_suite "$out" core-with "$((base + 1))" snowflake_id "" "$dir/regress" \
         --schedule="$dir/regress/parallel_schedule" --max-connections=4 &
@@ -158,6 +210,11 @@ regression_gate() {
         # shellcheck disable=SC2046
         contrib_gate "$out" pgaudit "$((base + 8))" "$dir/pgaudit/pgaudit.conf" "$dir/pgaudit" \
             $(regress_tests_of "$dir/pgaudit/Makefile") || failed=1
+    fi
+    if [ "$failed" = 0 ]; then
+        mkdir -p "$dir/reference"
+        keep_references "$out" core-without pg_stat_statements-0 auto_explain-0 \
+            $([ -d "$dir/pgaudit" ] && echo pgaudit-0)
     fi
     return "$failed"
 }
