@@ -240,6 +240,7 @@ pub fn raise_floor(until_unix_us: i64) -> i64 {
         backend.floor.follow(catalog);
         backend.floor.raise(catalog, until_unix_us, shared);
     });
+    shared.counters.floor_raises.fetch_add(1, Ordering::Relaxed);
     shared.durable_floor()
 }
 
@@ -259,6 +260,7 @@ pub fn accept_floor() -> i64 {
         let value = backend.floor.value_now(catalog);
         protocol::accept_floor(&mut ClusterReservation(shared), value);
     });
+    shared.counters.floor_accepts.fetch_add(1, Ordering::Relaxed);
     shared.durable_floor()
 }
 

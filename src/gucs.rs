@@ -7,13 +7,18 @@ use std::ffi::CStr;
 
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
+use snowflake_id_core::layout::MAX_FIELD_BITS;
+
 // Each setting's default and bounds, by name (docs/reference.md, "Configuration", gives the
 // defaults and contexts; `pgrx-tests/tests/configuration_table.rs` checks it against what the
 // server registers).
 
 /// `snowflake_id.node_id` when the operator has not set it (its default and lower bound).
 pub const NODE_ID_UNSET: i32 = -1;
-const NODE_ID_MAX: i32 = i32::MAX;
+/// The most a node field can hold in any layout (`MAX_FIELD_BITS` bits): a larger node id fits
+/// no sequence, so the server refuses it when it is set. Whether it fits a given sequence's node
+/// bits is known only in that sequence's database, at its first ID (22023).
+const NODE_ID_MAX: i32 = ((1_u32 << MAX_FIELD_BITS) - 1) as i32;
 const MAX_WORKERS_DEFAULT: i32 = 1024;
 const MAX_WORKERS_MIN: i32 = 1;
 /// Upper bound of `snowflake_id.max_workers`: more worker ids per space than sessions can use.

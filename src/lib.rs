@@ -47,7 +47,7 @@ mod sql_tests;
 // function is declared there, none by pgrx: `#[pg_extern(sql = false)]`); the update scripts
 // beside it carry a database made by an earlier release to the same objects.
 pgrx::extension_sql_file!(
-    "../sql/snowflake_id--0.14.0.sql",
+    "../sql/snowflake_id--0.15.0.sql",
     name = "install",
     bootstrap
 );

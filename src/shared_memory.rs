@@ -50,6 +50,10 @@ pub struct Counters {
     pub forward_jumps_ignored: AtomicU64,
     /// Ticks a session found owned by another session sharing its worker id.
     pub tick_conflicts: AtomicU64,
+    /// Completed `snowflake_raise_floor` calls: an operator's step, apart from clock faults.
+    pub floor_raises: AtomicU64,
+    /// Completed `snowflake_accept_floor` calls, likewise.
+    pub floor_accepts: AtomicU64,
 }
 
 /// The durable high-water mark (docs/design.md §5), read on every new tick, written about once per

@@ -498,6 +498,8 @@ fn snowflake_stats() -> TableIterator<
         name!(last_tick_end, Option<TimestampWithTimeZone>),
         name!(reservation_worker_writes, i64),
         name!(reservation_write_failures, i64),
+        name!(floor_raises, i64),
+        name!(floor_accepts, i64),
     ),
 > {
     let shared = shared_memory::state();
@@ -533,6 +535,8 @@ fn snowflake_stats() -> TableIterator<
         ),
         count(&counters.reservation_worker_writes),
         count(&counters.reservation_write_failures),
+        count(&counters.floor_raises),
+        count(&counters.floor_accepts),
     );
     TableIterator::once(row)
 }

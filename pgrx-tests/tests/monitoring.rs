@@ -184,6 +184,44 @@ fn the_exporter_exports_the_counters_and_a_clock_step_back_moves_them() {
     );
 }
 
+/// An operator's floor steps have counters of their own, and the exporters' queries read them
+/// from a database whose extension predates them (0.14.0, before `ALTER EXTENSION … UPDATE`) as
+/// 0 instead of failing: the monitoring files can be replaced before the update.
+#[test]
+fn floor_steps_are_counted_apart_and_read_before_the_update() {
+    let cluster = Cluster::builder().start();
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "CREATE EXTENSION snowflake_id VERSION '0.14.0';
+             SELECT snowflake_nextval();
+             SELECT snowflake_raise_floor(clock_timestamp() + interval '1 s');",
+        )
+        .unwrap();
+    let exporter = Exporter::postgres_exporter(&cluster, "postgres");
+    let old = samples(&exporter.scrape());
+    println!("at 0.14.0: {old:?}");
+    assert_eq!(old.get("snowflake_id_floor_raises_total"), Some(&0.0));
+    assert_eq!(old.get("snowflake_id_floor_accepts_total"), Some(&0.0));
+    assert_eq!(old.get("snowflake_id_ids_issued_total"), Some(&1.0));
+
+    client
+        .batch_execute(
+            "ALTER EXTENSION snowflake_id UPDATE;
+             SELECT snowflake_raise_floor(clock_timestamp() + interval '1 s');
+             SELECT snowflake_accept_floor();
+             SELECT snowflake_nextval();",
+        )
+        .unwrap();
+    let updated = samples(&exporter.scrape());
+    println!("updated: {updated:?}");
+    // The raise before the update counted too: the counters are the server's.
+    assert_eq!(updated["snowflake_id_floor_raises_total"], 2.0);
+    assert_eq!(updated["snowflake_id_floor_accepts_total"], 1.0);
+    assert_eq!(updated["snowflake_id_backward_steps_total"], 0.0);
+    assert!(updated["snowflake_id_wall_clock_behind_seconds"] > 0.0);
+}
+
 /// When `sequence` runs out, as `snowflake_sequences` says (Unix seconds).
 fn runs_out(client: &mut postgres::Client, sequence: &str) -> f64 {
     client
@@ -324,9 +362,9 @@ fn the_guide_s_two_exporters_export_the_same_metrics_with_the_extension_in_its_o
         by_query_exporter.keys().collect::<Vec<_>>(),
         "the same series"
     );
-    // 21 of the server, 3 of the cluster, 3 for each of the three worker widths, 1 for each of
+    // 23 of the server, 3 of the cluster, 3 for each of the three worker widths, 1 for each of
     // three sequences.
-    assert_eq!(by_postgres_exporter.len(), 21 + 3 + 3 * 3 + 3);
+    assert_eq!(by_postgres_exporter.len(), 23 + 3 + 3 * 3 + 3);
     let system_identifier: String = client
         .query_one(
             "SELECT system_identifier::text FROM pg_control_system()",
@@ -355,6 +393,8 @@ fn the_guide_s_two_exporters_export_the_same_metrics_with_the_extension_in_its_o
         "snowflake_id_max_workers",
         "snowflake_id_reserve_ahead_seconds",
         "snowflake_id_reservation_write_failures_total",
+        "snowflake_id_floor_raises_total",
+        "snowflake_id_floor_accepts_total",
         "snowflake_id_workers_ids_in_use{worker_bits=\"10\"}",
         "snowflake_id_workers_ids_in_use{worker_bits=\"8\"}",
         "snowflake_id_workers_ids_in_use{worker_bits=\"7\"}",

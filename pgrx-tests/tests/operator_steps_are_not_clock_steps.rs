@@ -3,7 +3,8 @@
 //! backward step of the wall clock (`backward_steps` 1 → 2, `largest_backward_step_ms` 846.8;
 //! 4,947 for 5 s), so `SnowflakeWallClockSteppedBack` ("fix the time source") fired after the
 //! documented cut-over step. The lag a raised floor makes is known lag: no step is counted, the
-//! wall clock's lag behind the cluster clock still shows it, and IDs stay above the floor.
+//! wall clock's lag behind the cluster clock still shows it, and IDs stay above the floor. The
+//! steps have counters of their own: `floor_raises` and `floor_accepts`.
 
 use snowflake_id_cluster_tests::Cluster;
 
@@ -24,8 +25,15 @@ fn a_raised_floor_is_no_backward_step_of_the_wall_clock() {
             .unwrap();
         (row.get(0), row.get(1), row.get(2))
     };
+    let floor_steps = |client: &mut snowflake_id_cluster_tests::Client| -> (i64, i64) {
+        let row = client
+            .query_one("SELECT floor_raises, floor_accepts FROM snowflake_stats()", &[])
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!(floor_steps(&mut client), (0, 0));
     let (before, largest_before, _) = steps(&mut client);
-    for ahead in ["900 ms", "5 s"] {
+    for (raises, ahead) in [(1, "900 ms"), (2, "5 s")] {
         let above: bool = client
             .query_one(
                 &format!(
@@ -57,5 +65,19 @@ fn a_raised_floor_is_no_backward_step_of_the_wall_clock() {
             behind > 0.0,
             "the wall clock's lag behind the raised floor does not show"
         );
+        assert_eq!(floor_steps(&mut client), (raises, 0));
     }
+    // A raise refused by its bound is no step.
+    assert!(client
+        .query_one(
+            "SELECT snowflake_raise_floor(clock_timestamp() + interval '1 day')",
+            &[]
+        )
+        .is_err());
+    client
+        .query_one("SELECT snowflake_accept_floor()", &[])
+        .unwrap();
+    assert_eq!(floor_steps(&mut client), (2, 1));
+    let (after, _, _) = steps(&mut client);
+    assert_eq!(after, before, "accepting the floor counted a backward step");
 }

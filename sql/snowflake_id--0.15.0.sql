@@ -1,4 +1,4 @@
--- snowflake_id 0.14.0: the whole extension as this version defines it, each object once
+-- snowflake_id 0.15.0: the whole extension as this version defines it, each object once
 -- (docs/design.md §7). A fresh CREATE EXTENSION runs this file; a database made by an earlier
 -- release gets the same objects from the update scripts sql/snowflake_id--<from>--<to>.sql
 -- (pgrx-tests/tests/updates_match_a_fresh_install.rs compares the two from the catalog).
@@ -207,7 +207,9 @@ CREATE FUNCTION snowflake_stats() RETURNS TABLE (
     ids_issued bigint,
     last_tick_end timestamp with time zone,
     reservation_worker_writes bigint,
-    reservation_write_failures bigint
+    reservation_write_failures bigint,
+    floor_raises bigint,
+    floor_accepts bigint
 )
 STRICT VOLATILE PARALLEL SAFE
 LANGUAGE c
@@ -726,7 +728,7 @@ COMMENT ON FUNCTION @extschema@.snowflake_drop_sequence(pg_catalog.text) IS
 COMMENT ON FUNCTION @extschema@.snowflake_accept_floor() IS
     'Takes this database''s floor relation into the server''s durable floor, however far ahead (superusers)';
 COMMENT ON FUNCTION @extschema@.snowflake_stats() IS
-    'The server''s clock steps, reservation writes, worker ids in use and IDs issued';
+    'The server''s clock steps, floor raises and accepts, reservation writes, worker ids in use and IDs issued';
 COMMENT ON FUNCTION @extschema@.snowflake_directory() IS
     'The server''s extension directory per database: its entry, the lookups it answered, why it is off';
 COMMENT ON FUNCTION @extschema@.snowflake_worker_slots() IS
