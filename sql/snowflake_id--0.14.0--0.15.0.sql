@@ -35,3 +35,33 @@ LANGUAGE c
 AS 'MODULE_PATHNAME', 'snowflake_stats_wrapper';
 COMMENT ON FUNCTION @extschema@.snowflake_stats() IS
     'The server''s clock steps, floor raises and accepts, reservation writes, worker ids in use and IDs issued';
+
+-- Its privileges as the install script leaves every function's (docs/reference.md,
+-- "Privileges"): EXECUTE for everybody, whatever default privileges granted besides.
+DO $documented_privileges$
+DECLARE
+    function_oid oid := '@extschema@.snowflake_stats()'::pg_catalog.regprocedure;
+    owner_name text;
+    grantee_name text;
+BEGIN
+    SELECT pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(p.proowner)) INTO owner_name
+      FROM pg_catalog.pg_proc AS p WHERE p.oid OPERATOR(pg_catalog.=) function_oid;
+    FOR grantee_name IN
+        SELECT 'PUBLIC'
+        UNION
+        SELECT owner_name
+        UNION
+        SELECT pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(a.grantee))
+          FROM pg_catalog.pg_proc AS p, pg_catalog.aclexplode(p.proacl) AS a
+         WHERE p.oid OPERATOR(pg_catalog.=) function_oid
+           AND a.grantee OPERATOR(pg_catalog.<>) 0
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM %s CASCADE',
+                                  function_oid::pg_catalog.regprocedure, grantee_name);
+    END LOOP;
+    EXECUTE pg_catalog.format('GRANT ALL ON FUNCTION %s TO %s',
+                              function_oid::pg_catalog.regprocedure, owner_name);
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO PUBLIC',
+                              function_oid::pg_catalog.regprocedure);
+END
+$documented_privileges$;
