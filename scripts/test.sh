@@ -141,8 +141,8 @@ trap 'rm -rf "$cluster_tmp"' EXIT
 
 # Every PostgreSQL-facing test runs on every supported major: the #[pg_test]s, then the package
 # is built and installed, then the whole-cluster tests (and the Citus tests) run against that
-# installed package under cargo-nextest (.config/nextest.toml): first, one at a time, those
-# that must run alone (they time calls, or change the installation), then the others, eight at
+# installed package under cargo-nextest (.config/nextest.toml): first those that change the
+# installation, each alone, and those that time calls, three at once, then the others, eight at
 # once, since they mostly wait on servers. Each nextest run leaves a JUnit report of every
 # result and duration, which the summary reads.
 for major in "${SUPPORTED_PG_MAJORS[@]}"; do
@@ -173,9 +173,11 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
     gate=
     for group in alone others; do
         if [ "$group" = alone ]; then
-            label="whole-cluster tests that run alone" filter='group(alone)'
+            label="whole-cluster tests that run alone or time calls"
+            filter='group(alone) | group(timing)'
         else
-            label="whole-cluster and Citus $(citus_version_of "$major") tests" filter='not group(alone)'
+            label="whole-cluster and Citus $(citus_version_of "$major") tests"
+            filter='not (group(alone) | group(timing))'
             # PostgreSQL's own suites with the installed library and without it, beside the
             # tests that mostly wait on servers (not beside those that run alone).
             regression_gate "$major" "$LOGS/pg$major-regress" > "$LOGS/pg$major-regress.log" 2>&1 &
