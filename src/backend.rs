@@ -260,7 +260,10 @@ pub fn accept_floor() -> i64 {
         let value = backend.floor.value_now(catalog);
         protocol::accept_floor(&mut ClusterReservation(shared), value);
     });
-    shared.counters.floor_accepts.fetch_add(1, Ordering::Relaxed);
+    shared
+        .counters
+        .floor_accepts
+        .fetch_add(1, Ordering::Relaxed);
     shared.durable_floor()
 }
 

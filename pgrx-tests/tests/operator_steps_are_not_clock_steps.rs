@@ -27,7 +27,10 @@ fn a_raised_floor_is_no_backward_step_of_the_wall_clock() {
     };
     let floor_steps = |client: &mut snowflake_id_cluster_tests::Client| -> (i64, i64) {
         let row = client
-            .query_one("SELECT floor_raises, floor_accepts FROM snowflake_stats()", &[])
+            .query_one(
+                "SELECT floor_raises, floor_accepts FROM snowflake_stats()",
+                &[],
+            )
             .unwrap();
         (row.get(0), row.get(1))
     };
