@@ -97,27 +97,35 @@ run_suite() {
 }
 
 # reference_key MAJOR: the SHA-256 of everything a run without the library depends on: the
-# server's programs and the libraries the suites load (PostgreSQL's own and those of
-# $REGRESSION_SUITE_DIR/MAJOR/lib), the suites' source package and layout, this file (how a
-# suite is run), and the locale initdb takes from the environment.
+# server's programs and the shared libraries they and the suites load (PostgreSQL's own, those
+# of $REGRESSION_SUITE_DIR/MAJOR/lib, and the system's that ldd finds for the server), the time
+# zone and locale data (their Debian packages' versions) and the locale initdb takes from the
+# environment, every file of the suites, and this file (how a suite is run). Prints nothing and
+# fails when any of them cannot be read.
 reference_key() {
-    local dir="$REGRESSION_SUITE_DIR/$1" pkglibdir
-    pkglibdir=$("$(pg_config_of "$1")" --pkglibdir)
-    {
-        sha256sum "$REGRESS_BINDIR"/{postgres,initdb,pg_ctl,psql} "$REGRESS_PG_REGRESS" \
-            "$dir"/lib/*.so "$pkglibdir"/{pg_stat_statements,auto_explain}.so \
-            "${BASH_SOURCE[0]}" | cut -d' ' -f1
-        [ ! -d "$dir/pgaudit" ] || sha256sum "$pkglibdir/pgaudit.so" | cut -d' ' -f1
-        cat "$dir/source-package" "$dir/complete"
-        locale
-    } | sha256sum | cut -d' ' -f1
+    local dir="$REGRESSION_SUITE_DIR/$1" pkglibdir files key
+    pkglibdir=$("$(pg_config_of "$1")" --pkglibdir) || return 1
+    files=("$REGRESS_BINDIR"/{postgres,initdb,pg_ctl,psql} "$REGRESS_PG_REGRESS" "$dir"/lib/*.so
+           "$pkglibdir"/{pg_stat_statements,auto_explain}.so "${BASH_SOURCE[0]}")
+    [ ! -d "$dir/pgaudit" ] || files+=("$pkglibdir/pgaudit.so")
+    mapfile -t -O "${#files[@]}" files < <(ldd "$REGRESS_BINDIR/postgres" | awk '$3 ~ /^\// {print $3}')
+    mapfile -t -O "${#files[@]}" files < <(find "$dir" -path "$dir/reference" -prune -o -type f -print | sort)
+    key=$(
+        set -o pipefail
+        {
+            sha256sum "${files[@]}" | cut -d' ' -f1
+            dpkg-query -W -f '${Package} ${Version}\n' tzdata locales
+            locale
+        } | sha256sum | cut -d' ' -f1
+    ) || return 1
+    echo "$key"
 }
 
 # reference_suite OUT NAME PORT PRELOAD CONF INPUTDIR ARGS…: run_suite for a run without the
 # library, or, where REFERENCE_CACHE holds that run's kept results, those.
 reference_suite() {
     local out=$1 name=$2
-    if [ -d "$REFERENCE_CACHE/$name/results" ]; then
+    if [ -n "$REFERENCE_CACHE" ] && [ -d "$REFERENCE_CACHE/$name/results" ]; then
         mkdir -p "$out/$name"
         cp -a "$REFERENCE_CACHE/$name/results" "$out/$name/"
         echo "$name: the results kept in $REFERENCE_CACHE" > "$out/$name.log"
@@ -176,23 +184,13 @@ contrib_gate() {
     return "$failed"
 }
 
-# regression_gate MAJOR OUT: the gate for MAJOR's installed server and library (see the top);
-# the runs of each suite side by side. Fails on any difference, printing it.
-regression_gate() {
-    local major=$1 out=$2 dir="$REGRESSION_SUITE_DIR/$1" pg_config base=$((56000 + $1 * 20))
-    local failed=0
-    pg_config=$(pg_config_of "$major")
-    REGRESS_BINDIR=$("$pg_config" --bindir)
-    REGRESS_LIBDIR="$dir/lib"
-    REGRESS_PG_REGRESS="$("$pg_config" --pkglibdir)/pgxs/src/test/regress/pg_regress"
+# gate_runs MAJOR OUT: every suite of MAJOR, without the library (or REFERENCE_CACHE's kept
+# results) and with it, side by side; fails on any difference, printing it.
+gate_runs() {
+    local major=$1 out=$2 dir="$REGRESSION_SUITE_DIR/$1" base=$((56000 + $1 * 20)) failed=0
     rm -rf "$out"
     mkdir -p "$out"
     chown postgres "$out"
-    REFERENCE_CACHE="$dir/reference/$(reference_key "$major")"
-    echo "PostgreSQL $major, $("$REGRESS_BINDIR/postgres" --version), suites of $(cat "$dir/source-package")"
-    if [ -d "$REFERENCE_CACHE" ]; then
-        echo "the runs without the library: their results kept in $REFERENCE_CACHE"
-    fi
     reference_suite "$out" core-without "$base" "" "" "$dir/regress" \
         --schedule="$dir/regress/parallel_schedule" --max-connections=4 &
     run_suite "$out" core-with "$((base + 1))" snowflake_id "" "$dir/regress" \
@@ -211,10 +209,36 @@ regression_gate() {
         contrib_gate "$out" pgaudit "$((base + 8))" "$dir/pgaudit/pgaudit.conf" "$dir/pgaudit" \
             $(regress_tests_of "$dir/pgaudit/Makefile") || failed=1
     fi
-    if [ "$failed" = 0 ]; then
+    return "$failed"
+}
+
+# regression_gate MAJOR OUT: the gate for MAJOR's installed server and library (see the top).
+# Against kept references first, where there are; a difference from them is checked again with
+# the references run anew (they go), so that only a difference from a run of this very machine
+# fails the gate. A gate that passed keeps its references for the next.
+regression_gate() {
+    local major=$1 out=$2 dir="$REGRESSION_SUITE_DIR/$1" pg_config key
+    pg_config=$(pg_config_of "$major")
+    REGRESS_BINDIR=$("$pg_config" --bindir)
+    REGRESS_LIBDIR="$dir/lib"
+    REGRESS_PG_REGRESS="$("$pg_config" --pkglibdir)/pgxs/src/test/regress/pg_regress"
+    echo "PostgreSQL $major, $("$REGRESS_BINDIR/postgres" --version), suites of $(cat "$dir/source-package")"
+    REFERENCE_CACHE=
+    if key=$(reference_key "$major") && [ -n "$key" ]; then
+        REFERENCE_CACHE="$dir/reference/$key"
+    fi
+    if [ -n "$REFERENCE_CACHE" ] && [ -d "$REFERENCE_CACHE" ]; then
+        echo "the runs without the library: their results kept in $REFERENCE_CACHE"
+        if gate_runs "$major" "$out"; then
+            return 0
+        fi
+        echo "differences from the kept results: the runs without the library again, anew"
+        rm -rf "$REFERENCE_CACHE"
+    fi
+    gate_runs "$major" "$out" || return 1
+    if [ -n "$REFERENCE_CACHE" ]; then
         mkdir -p "$dir/reference"
         keep_references "$out" core-without pg_stat_statements-0 auto_explain-0 \
             $([ -d "$dir/pgaudit" ] && echo pgaudit-0)
     fi
-    return "$failed"
 }

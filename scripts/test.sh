@@ -179,7 +179,7 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
             label="whole-cluster and Citus $(citus_version_of "$major") tests"
             filter='not (group(alone) | group(timing))'
             # PostgreSQL's own suites with the installed library and without it, beside the
-            # tests that mostly wait on servers (not beside those that run alone).
+            # tests that mostly wait on servers (not beside those that run alone or time calls).
             regression_gate "$major" "$LOGS/pg$major-regress" > "$LOGS/pg$major-regress.log" 2>&1 &
             gate=$!
             gate_started=$SECONDS
