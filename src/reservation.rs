@@ -17,7 +17,7 @@ use pgrx::prelude::*;
 
 use snowflake_id_core::protocol;
 use snowflake_id_core::renewal::RenewalPolicy;
-use snowflake_id_core::reservation as reservation_file;
+use snowflake_id_core::reservation_file;
 use snowflake_id_core::worker_ids::WorkerId;
 
 use crate::errors;
@@ -50,7 +50,7 @@ impl ReservationFailure {
     }
 }
 
-impl protocol::Reservation for ClusterReservation<'_> {
+impl protocol::DurableReservation for ClusterReservation<'_> {
     type Error = ReservationFailure;
 
     fn reserved_until(&self) -> i64 {

@@ -18,7 +18,7 @@ use snowflake_id_core::cluster_clock::{ClusterClock, JumpPolicy};
 use snowflake_id_core::directory_trust::DirectoryTrust;
 use snowflake_id_core::layout::Layout;
 use snowflake_id_core::protocol;
-use snowflake_id_core::reservation as reservation_file;
+use snowflake_id_core::reservation_file;
 use snowflake_id_core::worker_ids::{Spaces, WorkerId};
 
 use crate::catalog::{CatalogTable, RowVersion, MAX_NAME_BYTES};
@@ -56,10 +56,11 @@ pub struct Counters {
     pub floor_accepts: AtomicU64,
 }
 
-/// The durable high-water mark (docs/design.md §5), read on every new tick, written about once per
-/// `snowflake_id.reserve_ahead`.
+/// The published reservation (docs/design.md §5, "Names"): the durable reservation as this
+/// server's sessions read it, on every new tick, published only once the file and the WAL hold
+/// it; written about once per eighth of `snowflake_id.reserve_ahead`.
 #[repr(C, align(64))]
-pub struct Reservation {
+pub struct PublishedReservation {
     /// No ID's tick may end after this; i64::MIN forces every new tick to the slow path.
     pub until_unix_us: AtomicI64,
     /// The durable floor this server learned from outside: the file at start, WAL replay, and
@@ -194,7 +195,7 @@ impl Directory {
 #[repr(C, align(64))]
 pub struct SharedState {
     pub clock: ClusterClock,
-    pub reservation: Reservation,
+    pub reservation: PublishedReservation,
     pub counters: Counters,
     pub floor_writes: FloorWrites,
     pub directory: Directory,
@@ -402,7 +403,7 @@ fn new_shared_state(
     let start = protocol::start(file);
     SharedState {
         clock: ClusterClock::new(),
-        reservation: Reservation {
+        reservation: PublishedReservation {
             until_unix_us: AtomicI64::new(i64::MIN),
             floor_unix_us: AtomicI64::new(start.durable_floor),
             broken: AtomicBool::new(broken),

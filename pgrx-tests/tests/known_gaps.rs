@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use snowflake_id_cluster_tests::fixtures::{assert_server_clock_offset, count, MINUTE_US};
 use snowflake_id_cluster_tests::{Client, Cluster};
-use snowflake_id_core::reservation;
+use snowflake_id_core::reservation_file;
 
 /// 20,000 rows into `app.ids` of `cluster`'s database `postgres`, now.
 fn insert_rows(cluster: &Cluster) {
@@ -273,7 +273,7 @@ fn the_old_reservation_copied_after_pg_upgrade_keeps_equal_layouts_of_two_databa
     }
     // A clean shutdown writes the reservation file.
     old.stop("fast");
-    let old_file = old.data_dir().join(reservation::FILE_NAME);
+    let old_file = old.data_dir().join(reservation_file::FILE_NAME);
     assert!(old_file.exists(), "{old_file:?}");
     let mut results = Vec::new();
     for copy_the_reservation in [false, true] {
@@ -281,7 +281,7 @@ fn the_old_reservation_copied_after_pg_upgrade_keeps_equal_layouts_of_two_databa
         new.upgrade_from(&old);
         if copy_the_reservation {
             let contents = std::fs::read(&old_file).unwrap();
-            new.write_data_file(reservation::FILE_NAME, &contents);
+            new.write_data_file(reservation_file::FILE_NAME, &contents);
         }
         new.start();
         // `early` first: a database's floor, once read, raises the whole server's.

@@ -20,7 +20,7 @@ use snowflake_id_cluster_tests::fixtures::{
     insert_load, Issued, DEFAULT_IDS_TABLE, MINUTE_US,
 };
 use snowflake_id_cluster_tests::{column_shapes, pg_config_program, pg_major, Cluster};
-use snowflake_id_core::reservation;
+use snowflake_id_core::reservation_file;
 
 /// Rows each of two sessions inserts before and after the event.
 const ROWS: i64 = 5_000;
@@ -97,7 +97,7 @@ fn deleted_reservation_file_and_clock_ten_minutes_back_continue_above_the_stored
     insert_load(&cluster, &mut before, 0..2, ROWS);
 
     cluster.stop("fast");
-    let file = cluster.data_dir().join(reservation::FILE_NAME);
+    let file = cluster.data_dir().join(reservation_file::FILE_NAME);
     std::fs::remove_file(&file)
         .unwrap_or_else(|error| panic!("delete {}: {error}", file.display()));
     cluster.set_fake_time("-10m");

@@ -11,7 +11,7 @@ use snowflake_id_cluster_tests::fixtures::{
     real_now_us, reservation_in_file, stats, Stats, HOUR_US, IDS_TABLE,
 };
 use snowflake_id_cluster_tests::{error_parts, wait_until, Cluster};
-use snowflake_id_core::reservation;
+use snowflake_id_core::reservation_file;
 
 #[test]
 fn corrupt_reservation_file_refuses_ids_until_a_valid_one_is_written() {
@@ -21,7 +21,7 @@ fn corrupt_reservation_file_refuses_ids_until_a_valid_one_is_written() {
     let old = insert_batch(&mut client, 0, 0, 1_000).unwrap();
     let old_max = *old.iter().max().unwrap();
     drop(client);
-    let path = cluster.data_dir().join(reservation::FILE_NAME);
+    let path = cluster.data_dir().join(reservation_file::FILE_NAME);
     let path_text = path.display().to_string();
 
     let mut refused = Vec::new();
@@ -34,7 +34,7 @@ fn corrupt_reservation_file_refuses_ids_until_a_valid_one_is_written() {
         ),
     ] {
         cluster.stop("fast");
-        cluster.write_data_file(reservation::FILE_NAME, contents);
+        cluster.write_data_file(reservation_file::FILE_NAME, contents);
         cluster.start();
         let mut client = cluster.connect();
         let error = client
@@ -91,8 +91,8 @@ fn corrupt_reservation_file_refuses_ids_until_a_valid_one_is_written() {
     cluster.stop("fast");
     let reserved = real_now_us() + HOUR_US;
     cluster.write_data_file(
-        reservation::FILE_NAME,
-        reservation::encode(reserved).as_bytes(),
+        reservation_file::FILE_NAME,
+        reservation_file::encode(reserved).as_bytes(),
     );
     cluster.start();
     let mut client = cluster.connect();
@@ -133,7 +133,7 @@ fn a_failed_reservation_write_names_the_file_that_failed() {
         .unwrap();
     drop(client);
     cluster.stop("fast");
-    let blocker = cluster.data_dir().join(reservation::TEMPORARY_FILE_NAME);
+    let blocker = cluster.data_dir().join(reservation_file::TEMPORARY_FILE_NAME);
     std::fs::create_dir(&blocker).unwrap();
     cluster.start();
     let mut client = cluster.connect();

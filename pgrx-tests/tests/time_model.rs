@@ -12,7 +12,7 @@ use snowflake_id_cluster_tests::fixtures::{
     assert_server_clock_offset, real_now_us, stats, HOUR_US,
 };
 use snowflake_id_cluster_tests::{backend_pid, error_parts, wait_until, Client, Cluster};
-use snowflake_id_core::reservation;
+use snowflake_id_core::reservation_file;
 
 const DAY_US: i64 = 24 * HOUR_US;
 
@@ -362,8 +362,8 @@ fn a_reservation_file_from_release_0_2_0_keeps_its_floor() {
     // 0.2.0 wrote this format; its reservation an hour ahead of the clock.
     let floor_us = real_now_us() + HOUR_US;
     cluster.write_data_file(
-        reservation::FILE_NAME,
-        reservation::encode(floor_us).as_bytes(),
+        reservation_file::FILE_NAME,
+        reservation_file::encode(floor_us).as_bytes(),
     );
     cluster.start();
     let ahead = ahead_of_real_us(&mut cluster.connect(), "default");

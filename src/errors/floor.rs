@@ -2,7 +2,7 @@
 //! ahead of it (docs/design.md §5): part of `errors`, whose `Error` they build.
 
 use pgrx::prelude::*;
-use snowflake_id_core::reservation;
+use snowflake_id_core::reservation_file;
 
 use super::Error;
 use crate::timestamps::format_unix_us;
@@ -17,7 +17,7 @@ pub fn reservation_not_written(path: &str, error: &std::io::Error) -> Error {
     )
 }
 
-pub fn reservation_unusable(path: &str, why: &reservation::ReadError) -> Error {
+pub fn reservation_unusable(path: &str, why: &reservation_file::ReadError) -> Error {
     Error::new(
         PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
         format!("snowflake reservation file \"{path}\" is unusable: {why}"),

@@ -11,7 +11,7 @@
 //! - [`worker_ids`]: worker ids per worker width, shared when they run out (§4).
 //! - [`tick_claims`]: the ticks a session owns on its worker id, which keep the sessions of one
 //!   id apart (§2.3, §4).
-//! - [`reservation`]: the durable high-water mark's file format and atomic write (§5).
+//! - [`reservation_file`]: the durable reservation's file format and atomic write (§5.1).
 //! - [`renewal`]: when the reservation is renewed, by whom and to where (§5.1, §5.2).
 //! - [`floor`]: what a backend knows of its database's floor relation, and when it reads,
 //!   raises and flushes it (§5.3).
@@ -41,7 +41,7 @@ pub mod names;
 pub mod partitions;
 pub mod protocol;
 pub mod renewal;
-pub mod reservation;
+pub mod reservation_file;
 pub mod sequence_options;
 pub mod state_writes;
 pub mod tick_claims;

@@ -1,7 +1,7 @@
 //! The promise as one protocol (docs/design.md §5): the steps from "a session wants the first
 //! ID of a tick" to "it may issue", the reservation worker's renewal and
-//! `snowflake_raise_floor`, written once over two small traits. [`Reservation`] is the cluster's
-//! reservation and durable floor (shared memory, the WAL, the reservation file);
+//! `snowflake_raise_floor`, written once over two small traits. [`DurableReservation`] is the
+//! cluster's reservation and durable floor (shared memory, the WAL, the reservation file);
 //! [`FloorRelation`] is one database's floor relation and the WAL it is logged in. The extension
 //! implements them with PostgreSQL (`src/reservation.rs`, `src/database_floor.rs`); the model
 //! checker (`tests/protocol_model.rs`) implements them in memory and runs these same steps
@@ -13,7 +13,7 @@ use crate::floor::{FloorCheck, FloorView, LoggedValue, PageLsn, Provenance};
 use crate::renewal::{RenewalPolicy, SessionRenewal};
 
 /// The cluster's reservation and durable floor.
-pub trait Reservation {
+pub trait DurableReservation {
     /// Why a reservation could not be written.
     type Error;
     /// The published reservation (i64::MIN before the first): no issued ID's tick ends after it.
@@ -100,7 +100,7 @@ pub enum TickRefused<R, F> {
 /// session, that reaches the tick's end skips it. Also returns what the relation said (the
 /// caller forgets a relation found [`Cover::Gone`]).
 #[inline]
-pub fn first_id_of_tick<R: Reservation, F: FloorRelation>(
+pub fn first_id_of_tick<R: DurableReservation, F: FloorRelation>(
     reservation: &mut R,
     policy: &RenewalPolicy,
     end: i64,
@@ -123,7 +123,7 @@ pub fn first_id_of_tick<R: Reservation, F: FloorRelation>(
 /// if the lock is free (the others go on under the current reservation); below the waiting mark
 /// a renewal, waiting for the lock (design §5.1).
 #[inline]
-pub fn ensure_reserved<R: Reservation>(
+pub fn ensure_reserved<R: DurableReservation>(
     reservation: &mut R,
     policy: &RenewalPolicy,
     end: i64,
@@ -145,7 +145,7 @@ pub fn ensure_reserved<R: Reservation>(
 /// clock, `now`) when the reservation reaches less than the worker's mark beyond it, without
 /// waiting for the lock; nothing on an idle server without standbys, or where no reservation
 /// can be written (the sessions report that). Whether it wrote.
-pub fn renew_for_worker<R: Reservation>(
+pub fn renew_for_worker<R: DurableReservation>(
     reservation: &mut R,
     policy: &RenewalPolicy,
     issued_high_water: i64,
@@ -169,7 +169,7 @@ pub fn renew_for_worker<R: Reservation>(
 /// Under the lock: renews the reservation a whole window beyond `end` (and the clock and the
 /// durable floor) unless it reaches `enough` past it already (another process renewed it
 /// meanwhile); whether it wrote.
-fn renew<R: Reservation>(
+fn renew<R: DurableReservation>(
     reservation: &mut R,
     policy: &RenewalPolicy,
     end: i64,
@@ -242,7 +242,7 @@ pub fn learn<F: FloorRelation>(view: &mut FloorView, relation: &mut F) -> Result
 /// reservation's too, so the value, written on a timeline it leaves at its promotion, lies below
 /// what it replayed.
 /// [`Cover::Gone`] when the relation is not there (the caller reports it).
-pub fn raise_floor<R: Reservation, F: FloorRelation>(
+pub fn raise_floor<R: DurableReservation, F: FloorRelation>(
     reservation: &mut R,
     view: &mut FloorView,
     relation: &mut F,
@@ -276,7 +276,7 @@ pub fn raise_floor<R: Reservation, F: FloorRelation>(
 /// the second step of [`raise_floor`]: this server's sessions move above `floor` (the durable
 /// floor, which every new tick checks), then the cluster's WAL does (a reservation record,
 /// flushed: standbys, restored backups), before anything else is written.
-pub fn accept_floor<R: Reservation>(reservation: &mut R, floor: i64) {
+pub fn accept_floor<R: DurableReservation>(reservation: &mut R, floor: i64) {
     reservation.raise_durable_floor(floor);
     reservation.log_durable_floor(floor);
 }
@@ -394,7 +394,7 @@ mod tests {
         lock_free: bool,
     }
 
-    impl Reservation for TestReservation {
+    impl DurableReservation for TestReservation {
         type Error = ();
 
         fn reserved_until(&self) -> i64 {

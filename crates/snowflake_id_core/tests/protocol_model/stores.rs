@@ -4,7 +4,7 @@
 use std::cell::{Cell, RefCell};
 
 use snowflake_id_core::floor::{LoggedValue, PageLsn, Provenance};
-use snowflake_id_core::protocol::{FloorRelation, Reservation};
+use snowflake_id_core::protocol::{DurableReservation, FloorRelation};
 
 use super::cluster::*;
 
@@ -41,7 +41,7 @@ pub struct InMemoryReservation<'a> {
     pub lock_free: bool,
 }
 
-impl Reservation for InMemoryReservation<'_> {
+impl DurableReservation for InMemoryReservation<'_> {
     type Error = ();
 
     fn reserved_until(&self) -> i64 {
@@ -248,7 +248,7 @@ impl<'a> SharedStores<'a> {
 /// The cluster's reservation, over [`SharedStores`].
 pub struct SharedReservation<'s, 'a>(pub &'s SharedStores<'a>);
 
-impl Reservation for SharedReservation<'_, '_> {
+impl DurableReservation for SharedReservation<'_, '_> {
     type Error = ();
 
     fn reserved_until(&self) -> i64 {
