@@ -133,7 +133,9 @@ fn a_failed_reservation_write_names_the_file_that_failed() {
         .unwrap();
     drop(client);
     cluster.stop("fast");
-    let blocker = cluster.data_dir().join(reservation_file::TEMPORARY_FILE_NAME);
+    let blocker = cluster
+        .data_dir()
+        .join(reservation_file::TEMPORARY_FILE_NAME);
     std::fs::create_dir(&blocker).unwrap();
     cluster.start();
     let mut client = cluster.connect();
