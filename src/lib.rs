@@ -15,6 +15,7 @@ mod cluster_time;
 mod database_floor;
 mod errors;
 mod extension_directory;
+mod guards;
 mod gucs;
 mod maintenance;
 mod privileges;

@@ -30,6 +30,7 @@ use crate::backend;
 use crate::catalog::{self, ACCESS_SHARE};
 use crate::citus;
 use crate::errors;
+use crate::guards::{ActiveSnapshot, Lock, OpenRelation};
 use crate::reservation;
 use crate::shared_memory;
 use crate::subtransaction;
@@ -257,17 +258,15 @@ fn indexes_of(relation: pg_sys::Oid) -> Vec<pg_sys::Oid> {
 
 /// The indexes of table `table` (none when it no longer exists).
 fn indexes_of_table(table: pg_sys::Oid) -> Vec<pg_sys::Oid> {
-    // SAFETY: the relation opened by OID inside a transaction, its index list copied out, and
-    // the relation closed keeping its lock.
+    let Some(opened) = OpenRelation::try_open(table, ACCESS_SHARE, Lock::KeptToTransactionEnd)
+    else {
+        return Vec::new();
+    };
+    // SAFETY: the index list of a relation that is open, copied out and freed.
     unsafe {
-        let opened = pg_sys::try_relation_open(table, ACCESS_SHARE);
-        if opened.is_null() {
-            return Vec::new();
-        }
-        let list = pg_sys::RelationGetIndexList(opened);
+        let list = pg_sys::RelationGetIndexList(opened.as_ptr());
         let indexes = PgList::<pg_sys::Oid>::from_pg(list).iter_oid().collect();
         pg_sys::list_free(list);
-        pg_sys::relation_close(opened, pg_sys::NoLock as pg_sys::LOCKMODE);
         indexes
     }
 }
@@ -331,14 +330,10 @@ const INTEGER_BTREE_FAMILY: u32 = 1976;
 /// Citus distributes (its rows are on the workers), and the current role has the rights of the
 /// table's owner; None otherwise, and for an empty column.
 fn largest_indexed_id(index: pg_sys::Oid) -> Option<Largest> {
-    // SAFETY: relations opened and locked here are closed below in the order they were opened;
-    // the index's fields are read from its relcache entry while it is open; the value is read
-    // by `last_entry`, whose contract the checks before it establish.
-    unsafe {
-        let index_relation = pg_sys::try_relation_open(index, ACCESS_SHARE);
-        if index_relation.is_null() {
-            return None;
-        }
+    let index_relation = OpenRelation::try_open(index, ACCESS_SHARE, Lock::ReleasedAtClose)?;
+    // SAFETY: the index's fields are read from its relcache entry while it is open.
+    let (form, plain) = unsafe {
+        let index_relation = index_relation.as_ptr();
         let form = (*index_relation).rd_index;
         let is_index =
             (*(*index_relation).rd_rel).relkind == pg_sys::RELKIND_INDEX as std::ffi::c_char;
@@ -357,41 +352,36 @@ fn largest_indexed_id(index: pg_sys::Oid) -> Option<Largest> {
                 pg_sys::Anum_pg_index_indpred as i32,
                 std::ptr::null_mut(),
             );
-        if !plain {
-            pg_sys::relation_close(index_relation, ACCESS_SHARE);
+        (form, plain.then_some(first_key))
+    };
+    let first_key = plain?;
+    // SAFETY: `form` is the open index's pg_index row.
+    let table = unsafe { (*form).indrelid };
+    let table_relation = OpenRelation::table(table, ACCESS_SHARE, Lock::ReleasedAtClose);
+    // SAFETY: the table's fields are read from its relcache entry while it is open; the value
+    // is read by `last_entry`, whose contract the checks above establish (both relations open
+    // and locked, a btree index on the table whose first key is this `bigint` column).
+    unsafe {
+        let table_row = (*table_relation.as_ptr()).rd_rel;
+        let owner = (*table_row).relowner;
+        if pg_sys::get_atttype(table, first_key) != pg_sys::INT8OID
+            || !pg_sys::has_privs_of_role(pg_sys::GetUserId(), owner)
+        {
             return None;
         }
-        let table_relation = pg_sys::table_open((*form).indrelid, ACCESS_SHARE);
-        let owner = (*(*table_relation).rd_rel).relowner;
-        let column_type = pg_sys::get_atttype((*form).indrelid, first_key);
-        let largest = if column_type == pg_sys::INT8OID
-            && pg_sys::has_privs_of_role(pg_sys::GetUserId(), owner)
-        {
-            snowflake_default_of(table_relation, first_key)
-                .filter(|_| !citus::distributes((*form).indrelid))
-                .and_then(|sequence| {
-                    let id = last_entry(table_relation, index_relation, first_key)?;
-                    Some(Largest {
-                        table: catalog::qualified(
-                            (*(*table_relation).rd_rel).relnamespace,
-                            (*(*table_relation).rd_rel).relname.data.as_ptr(),
-                        ),
-                        column: catalog::quoted(pg_sys::get_attname(
-                            (*form).indrelid,
-                            first_key,
-                            false,
-                        )),
-                        owner: catalog::quoted(pg_sys::GetUserNameFromId(owner, false)),
-                        sequence,
-                        id,
-                    })
-                })
-        } else {
-            None
-        };
-        pg_sys::table_close(table_relation, ACCESS_SHARE);
-        pg_sys::relation_close(index_relation, ACCESS_SHARE);
-        largest
+        let sequence = snowflake_default_of(table_relation.as_ptr(), first_key)
+            .filter(|_| !citus::distributes(table))?;
+        let id = last_entry(table_relation.as_ptr(), index_relation.as_ptr(), first_key)?;
+        Some(Largest {
+            table: catalog::qualified(
+                (*table_row).relnamespace,
+                (*table_row).relname.data.as_ptr(),
+            ),
+            column: catalog::quoted(pg_sys::get_attname(table, first_key, false)),
+            owner: catalog::quoted(pg_sys::GetUserNameFromId(owner, false)),
+            sequence,
+            id,
+        })
     }
 }
 
@@ -485,8 +475,8 @@ unsafe fn last_entry(
         );
         // A snapshot of now: the command's own rows (a table rewritten by ALTER COLUMN … TYPE)
         // are not visible to the one it ran with, which the event trigger inherits.
-        pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
-        let snapshot = pg_sys::GetActiveSnapshot();
+        let now = ActiveSnapshot::of_now();
+        let snapshot = now.get();
         #[cfg(feature = "pg18")]
         let scan = pg_sys::index_beginscan(table, index, snapshot, std::ptr::null_mut(), 1, 0);
         #[cfg(not(feature = "pg18"))]
@@ -512,7 +502,7 @@ unsafe fn last_entry(
         });
         pg_sys::ExecDropSingleTupleTableSlot(slot);
         pg_sys::index_endscan(scan);
-        pg_sys::PopActiveSnapshot();
+        drop(now);
         id.flatten()
     }
 }
