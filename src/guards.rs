@@ -22,6 +22,16 @@ pub enum Lock {
     ReleasedAtClose,
 }
 
+impl Lock {
+    /// What `relation_close` releases for a relation opened in `mode`.
+    fn released_at_close(self, mode: pg_sys::LOCKMODE) -> pg_sys::LOCKMODE {
+        match self {
+            Lock::KeptToTransactionEnd => pg_sys::NoLock as pg_sys::LOCKMODE,
+            Lock::ReleasedAtClose => mode,
+        }
+    }
+}
+
 impl OpenRelation {
     /// The relation `oid`, locked in `mode`; None when it no longer exists
     /// (`try_relation_open`).
@@ -31,10 +41,7 @@ impl OpenRelation {
         let relation = unsafe { pg_sys::try_relation_open(oid, mode) };
         (!relation.is_null()).then(|| OpenRelation {
             relation,
-            released_at_close: match lock {
-                Lock::KeptToTransactionEnd => pg_sys::NoLock as pg_sys::LOCKMODE,
-                Lock::ReleasedAtClose => mode,
-            },
+            released_at_close: lock.released_at_close(mode),
         })
     }
 
@@ -46,10 +53,7 @@ impl OpenRelation {
         let relation = unsafe { pg_sys::table_open(oid, mode) };
         OpenRelation {
             relation,
-            released_at_close: match lock {
-                Lock::KeptToTransactionEnd => pg_sys::NoLock as pg_sys::LOCKMODE,
-                Lock::ReleasedAtClose => mode,
-            },
+            released_at_close: lock.released_at_close(mode),
         }
     }
 

@@ -332,7 +332,7 @@ const INTEGER_BTREE_FAMILY: u32 = 1976;
 fn largest_indexed_id(index: pg_sys::Oid) -> Option<Largest> {
     let index_relation = OpenRelation::try_open(index, ACCESS_SHARE, Lock::ReleasedAtClose)?;
     // SAFETY: the index's fields are read from its relcache entry while it is open.
-    let (form, plain) = unsafe {
+    let (form, first_key) = unsafe {
         let index_relation = index_relation.as_ptr();
         let form = (*index_relation).rd_index;
         let is_index =
@@ -352,9 +352,8 @@ fn largest_indexed_id(index: pg_sys::Oid) -> Option<Largest> {
                 pg_sys::Anum_pg_index_indpred as i32,
                 std::ptr::null_mut(),
             );
-        (form, plain.then_some(first_key))
-    };
-    let first_key = plain?;
+        plain.then_some((form, first_key))
+    }?;
     // SAFETY: `form` is the open index's pg_index row.
     let table = unsafe { (*form).indrelid };
     let table_relation = OpenRelation::table(table, ACCESS_SHARE, Lock::ReleasedAtClose);
