@@ -3,7 +3,8 @@
 # root, in steps that are functions; sourcing this file defines them and installs nothing.
 # Each step is idempotent: it is skipped when its result is already there.
 #   install_base_packages     Debian's PostgreSQL 15 with its headers, clang, faketime, …
-#   install_postgres_major N  PostgreSQL N: Debian's for 15, built from source for 17 and 18
+#   install_postgres_major N  PostgreSQL N: Debian's for 15, PyPI's wheel for 16, built from
+#                             source for 17 and 18
 #   install_cargo_pgrx        cargo-pgrx $PGRX_VERSION, `cargo pgrx init` with every installed major
 #   install_everything        all of the above for every supported major (what test.sh needs)
 #   install_cargo_nextest     cargo-nextest, which test.sh runs the whole-cluster tests with
@@ -28,7 +29,11 @@ install_base_packages() {
 }
 
 install_postgres_major() {
-    [ "$1" = 15 ] || install_postgres_from_source "$1"
+    case $1 in
+        15) ;;
+        16) install_postgres_from_wheel ;;
+        *) install_postgres_from_source "$1" ;;
+    esac
 }
 
 install_cargo_pgrx() {

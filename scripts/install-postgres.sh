@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The PostgreSQL majors this project builds and tests for, and where each comes from:
 #   15  Debian 12's own binary packages (postgresql-15, postgresql-server-dev-15);
+#   16  PyPI's pgserver wheel, which ships a relocatable PostgreSQL 16 (no Debian suite reachable
+#       here holds postgresql-16: Debian 12 has 15, trixie 17, sid 18); see install_postgres_from_wheel;
 #   17  built here from Debian's source package postgresql-17 (suite trixie);
 #   18  built here from Debian's source package postgresql-18 (suite sid).
 # Sourced by common.sh: it only defines (install-deps.sh's steps call the installing functions,
@@ -14,7 +16,7 @@
 # PGDG's; it is skipped when that package is already installed, unless it is an older local
 # build (another +snowflake<N>), which is rebuilt and replaced.
 
-SUPPORTED_PG_MAJORS=(15 17 18)
+SUPPORTED_PG_MAJORS=(15 16 17 18)
 SOURCE_APT_DIR=/var/lib/snowflake_id/apt
 SOURCE_BUILD_DIR=/var/tmp/snowflake_id-build
 # Options a distribution builds with (Debian's own build adds LLVM, PAM, LDAP, GSSAPI, NLS and
@@ -35,6 +37,24 @@ SOURCE_PG_VERSION_SUFFIX=+snowflake2
 # Where Debian's servers and clients (and postgresql-common's pg_createcluster) put the Unix
 # socket; the upstream default is /tmp.
 DEBIAN_SOCKET_DIR=/var/run/postgresql
+
+# has_contrib_modules MAJOR: whether MAJOR's installation holds PostgreSQL's contrib modules
+# (every major here but 16, whose wheel ships none).
+has_contrib_modules() {
+    [ -f "$("$(pg_config_of "$1")" --pkglibdir)/postgres_fdw.so" ]
+}
+
+# has_libxml MAJOR: whether MAJOR's server is built with libxml, which query_to_xml and XMLTABLE,
+# and so the exporters' queries of monitoring/, need (every major here but 16).
+has_libxml() {
+    "$(pg_config_of "$1")" --configure | grep -q -- "--with-libxml"
+}
+
+# has_regression_sources MAJOR: whether PostgreSQL's own regression suites of MAJOR can be had
+# here, from Debian's source package of the major (none of 16 is reachable).
+has_regression_sources() {
+    [ "$1" = 15 ] || debian_suite_of "$1" >/dev/null 2>&1
+}
 
 # pg_config_of MAJOR: the pg_config of that major's installation (Debian's layout).
 pg_config_of() {
@@ -207,6 +227,104 @@ CONTROL
     dpkg -i "$build/postgresql-${major}_${version}.deb"
     rm -rf "$build"
     cat "/usr/share/doc/postgresql-$major/BUILD-INFO"
+}
+
+# PostgreSQL 16 from PyPI: the pgserver wheel (checked by its SHA-256) holds PostgreSQL 16.2 built
+# relocatable (paths found from the programs' own place), with every server and client program,
+# the server headers and PGXS, but no contrib modules and no regression suites, and built without
+# ICU, OpenSSL, lz4, zstd, libxml and readline. What needs those cannot run on 16 here; test.sh
+# names each such part where it leaves it out.
+PG16_WHEEL=pgserver-0.1.4-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl
+PG16_WHEEL_SHA256=d595789b47624a3d963aa9aa6359da9be31beb7e61f1a45541953242068b8813
+PG16_WHEEL_VERSION=16.2-pgserver0.1.4${SOURCE_PG_VERSION_SUFFIX}
+
+# install_postgres_from_wheel: PostgreSQL 16 from the pgserver wheel, laid out as Debian's (the
+# server finds its files relative to its programs, so the wheel's own places are kept under
+# /usr/lib/postgresql/16 and point by symbolic links at Debian's: lib/postgresql at lib,
+# share/postgresql at /usr/share/postgresql/16), and installed as the local package
+# postgresql-16 (version $PG16_WHEEL_VERSION), so the extension's package installs on it as on
+# the others. The wheel's copies of libpq and ecpg's libraries (renamed by auditwheel) are
+# replaced by the same libraries under their own names, in the major's lib directory. Skipped
+# when postgresql-16 is installed (this build, or Debian's or PGDG's own).
+install_postgres_from_wheel() {
+    local build="$SOURCE_BUILD_DIR/16" staging installed pginstall root file needed library plain
+    installed=$(dpkg-query -W -f='${Status}|${Version}' postgresql-16 2>/dev/null || true)
+    if [ "${installed%%|*}" = "install ok installed" ] && [ -x "$(pg_config_of 16)" ]; then
+        case ${installed#*|} in
+            "$PG16_WHEEL_VERSION") return 0 ;;
+            *+snowflake[0-9]*) echo "postgresql-16 ${installed#*|} is an older local build: replacing it" >&2 ;;
+            *) return 0 ;;
+        esac
+    fi
+    apt_install_missing patchelf unzip postgresql-common
+    step "PostgreSQL 16 from PyPI's $PG16_WHEEL -> local package postgresql-16"
+    rm -rf "$build"
+    mkdir -p "$build"
+    python3 -m pip download --quiet --no-deps --only-binary=:all: --dest "$build" \
+        --platform manylinux_2_17_x86_64 --python-version 3.11 --implementation cp --abi cp311 \
+        pgserver==0.1.4
+    echo "$PG16_WHEEL_SHA256  $build/$PG16_WHEEL" | sha256sum --check --quiet
+    unzip -q "$build/$PG16_WHEEL" -d "$build/wheel" # (keeps the programs' modes)
+    pginstall="$build/wheel/pgserver/pginstall"
+    staging="$build/package"
+    root="$staging/usr/lib/postgresql/16"
+    mkdir -p "$root" "$staging/usr/share/postgresql"
+    cp -a "$pginstall/bin" "$pginstall/include" "$root/"
+    cp -a "$pginstall/lib" "$root/lib"
+    mv "$root"/lib/postgresql/* "$root/lib/"
+    rmdir "$root/lib/postgresql"
+    ln -s . "$root/lib/postgresql"
+    cp -a "$pginstall/share/postgresql" "$staging/usr/share/postgresql/16"
+    mkdir -p "$root/share"
+    ln -s ../../../../share/postgresql/16 "$root/share/postgresql"
+    # pgvector, which the wheel adds, is not part of PostgreSQL.
+    rm -f "$root/lib/vector.so" "$staging"/usr/share/postgresql/16/extension/vector[-.]*
+    rm -rf "$root/include/postgresql/server/extension/vector"
+    for file in "$root"/bin/* "$root"/lib/*.so*; do
+        [ -L "$file" ] && continue
+        needed=$(patchelf --print-needed "$file" 2>/dev/null) || continue
+        for library in $needed; do
+            case $library in
+                lib*-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f].so.*)
+                    # libpq-084d956f.so.5.16 -> libpq.so.5
+                    plain=${library%%-*}.so.${library#*.so.}
+                    patchelf --replace-needed "$library" "${plain%.*}" "$file" ;;
+            esac
+        done
+        case $file in
+            "$root"/bin/*) patchelf --set-rpath '$ORIGIN/../lib' "$file" ;;
+            *) patchelf --set-rpath '$ORIGIN' "$file" ;;
+        esac
+    done
+    if ldd "$root"/bin/* "$root"/lib/*.so* 2>/dev/null | grep -q "not found"; then
+        ldd "$root"/bin/* "$root"/lib/*.so* | grep -B5 "not found" >&2
+        echo "PostgreSQL 16 from the wheel: a library is not found" >&2
+        return 1
+    fi
+    mkdir -p "$staging/DEBIAN" "$staging/usr/share/doc/postgresql-16"
+    {
+        echo "PyPI: $PG16_WHEEL (SHA-256 $PG16_WHEEL_SHA256), pgserver/pginstall, laid out as Debian's"
+        "$root/bin/pg_config" --configure
+        "$root/bin/postgres" --version
+    } > "$staging/usr/share/doc/postgresql-16/BUILD-INFO"
+    cat > "$staging/DEBIAN/control" <<CONTROL
+Package: postgresql-16
+Version: $PG16_WHEEL_VERSION
+Architecture: $(dpkg --print-architecture)
+Maintainer: snowflake_id test setup <root@localhost>
+Installed-Size: $(du -sk "$staging" | cut -f1)
+Depends: postgresql-common, libc6, zlib1g
+Section: database
+Priority: optional
+Description: PostgreSQL 16 from PyPI's pgserver wheel for snowflake_id's tests
+ PostgreSQL 16.2 as PyPI's pgserver 0.1.4 wheel ships it (the server, the
+ client programs, the server headers and PGXS; no contrib), laid out as
+ Debian's, for snowflake_id's build and tests.
+CONTROL
+    dpkg-deb --root-owner-group --build "$staging" "$build/postgresql-16_${PG16_WHEEL_VERSION}.deb" >/dev/null
+    dpkg -i "$build/postgresql-16_${PG16_WHEEL_VERSION}.deb"
+    rm -rf "$build"
+    cat /usr/share/doc/postgresql-16/BUILD-INFO
 }
 
 # fetch_orig_tarball PACKAGE SUITE: downloads the upstream tarball of Debian source package
