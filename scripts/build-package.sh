@@ -32,13 +32,31 @@ if [ -z "$VERSION" ]; then
     exit 1
 fi
 
+# The package holds the files at their real paths, not at the symbolic links through which an
+# installation may reach them (the PostgreSQL 16 here finds Debian's directories so:
+# scripts/install-postgres.sh), so that dpkg records where they are.
+PKGLIBDIR=$(realpath "$("$PG_CONFIG" --pkglibdir)")
+SHAREDIR=$(realpath "$("$PG_CONFIG" --sharedir)")
+
+# move_into_real_path LINKED REAL: moves what cargo pgrx put under $PGRX_OUT/LINKED to
+# $PGRX_OUT/REAL (nothing when they are the same).
+move_into_real_path() {
+    [ "$1" = "$2" ] && return 0
+    mkdir -p "$PGRX_OUT$2"
+    cp -a "$PGRX_OUT$1/." "$PGRX_OUT$2/"
+    rm -rf "${PGRX_OUT:?}$1"
+}
+
 step "cargo pgrx package (release, PostgreSQL $PG_MAJOR) -> $PGRX_OUT"
 rm -rf "$PGRX_OUT"   # no files left over from an older version
 cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$PGRX_OUT" \
     --no-default-features --features "pg$PG_MAJOR"
-for file in "$($PG_CONFIG --pkglibdir)/snowflake_id.so" \
-            "$($PG_CONFIG --sharedir)/extension/snowflake_id.control" \
-            "$($PG_CONFIG --sharedir)/extension/snowflake_id--$VERSION.sql"; do
+move_into_real_path "$("$PG_CONFIG" --pkglibdir)" "$PKGLIBDIR"
+move_into_real_path "$("$PG_CONFIG" --sharedir)" "$SHAREDIR"
+find "$PGRX_OUT" -depth -type d -empty -delete
+for file in "$PKGLIBDIR/snowflake_id.so" \
+            "$SHAREDIR/extension/snowflake_id.control" \
+            "$SHAREDIR/extension/snowflake_id--$VERSION.sql"; do
     if [ ! -f "$PGRX_OUT$file" ]; then
         echo "cargo pgrx package did not produce $file" >&2
         exit 1
@@ -48,7 +66,7 @@ done
 # cargo pgrx copies) it creates the extension at any released version, the first step of
 # restoring a dump of that release (docs/reference.md "Upgrading").
 install -m 0644 sql/snowflake_id--0.1.0.sql \
-    "$PGRX_OUT$($PG_CONFIG --sharedir)/extension/snowflake_id--0.1.0.sql"
+    "$PGRX_OUT$SHAREDIR/extension/snowflake_id--0.1.0.sql"
 PACKAGE=postgresql-$PG_MAJOR-snowflake-id
 STAGING=$TARGET_DIR/package/${PACKAGE}_${PACKAGE_VERSION}_$ARCH
 DEB=$TARGET_DIR/package/${PACKAGE}_${PACKAGE_VERSION}_$ARCH.deb
@@ -59,7 +77,7 @@ mkdir -p "$STAGING/DEBIAN"
 cp -a "$PGRX_OUT/." "$STAGING/"
 # No debugging symbols in the package (lintian: unstripped-binary-or-object).
 strip --strip-unneeded --remove-section=.comment --remove-section=.note \
-    "$STAGING$("$PG_CONFIG" --pkglibdir)/snowflake_id.so"
+    "$STAGING$PKGLIBDIR/snowflake_id.so"
 MAINTAINER=${DEB_MAINTAINER:-snowflake_id developers <snowflake-id@users.noreply.github.com>}
 DOC=$STAGING/usr/share/doc/$PACKAGE
 mkdir -p "$DOC"
@@ -107,7 +125,7 @@ find "$STAGING/usr" -type f -exec chmod 0644 {} +
 shlibs_dir=$(mktemp -d)
 mkdir "$shlibs_dir/debian"
 printf 'Source: snowflake-id\n\nPackage: %s\nArchitecture: any\n' "$PACKAGE" > "$shlibs_dir/debian/control"
-library=$(realpath "$STAGING$("$PG_CONFIG" --pkglibdir)/snowflake_id.so")
+library=$(realpath "$STAGING$PKGLIBDIR/snowflake_id.so")
 library_depends=$(cd "$shlibs_dir" && dpkg-shlibdeps -O "$library" 2>/dev/null \
     | sed -n 's/^shlibs:Depends=//p')
 rm -rf "$shlibs_dir"

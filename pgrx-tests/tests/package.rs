@@ -28,10 +28,13 @@ fn run(program: &str, args: &[&str]) -> String {
 /// The extension's files in the installation under test: library, control file, install
 /// script, and the 0.1.0 release's install script (with the update scripts, it creates the
 /// extension at any release, to restore that release's dumps).
+/// The extension's installed files where the server finds them, by their real paths: the 16 here
+/// (PyPI's wheel) finds its Debian-layout directories through symbolic links.
 fn extension_files(version: &str) -> [String; 4] {
-    let extension = format!("{}/extension", pg_config("--sharedir").display());
+    let real = |option: &str| std::fs::canonicalize(pg_config(option)).unwrap();
+    let extension = format!("{}/extension", real("--sharedir").display());
     [
-        format!("{}/snowflake_id.so", pg_config("--pkglibdir").display()),
+        format!("{}/snowflake_id.so", real("--pkglibdir").display()),
         format!("{extension}/snowflake_id.control"),
         format!("{extension}/snowflake_id--{version}.sql"),
         format!("{extension}/snowflake_id--0.1.0.sql"),
