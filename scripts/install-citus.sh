@@ -2,9 +2,10 @@
 # Citus, the distributed engine the Citus tests run (pgrx-tests/tests/citus/), built from
 # source into one PostgreSQL installation. Sourced by test.sh (after install-deps.sh); also runs
 # on its own for users:
-#   bash scripts/install-citus.sh [MAJOR]     (default 18; 15 is Debian's, 17 and 18 the ones
-#                                              install-deps.sh built)
-# Citus 14.0.1 for PostgreSQL 16 to 18, 13.2.2 for 15 (Citus 14 dropped 15). The source is a
+#   bash scripts/install-citus.sh [MAJOR]     (default 18; 15 is Debian's, 16 to 18 the ones
+#                                              install-deps.sh installed)
+# Citus 14.0.1 for PostgreSQL 17 and 18, 13.2.2 for 15 (Citus 14 dropped 15) and 16 (Citus 14
+# needs 16.5's in-place update functions, and the 16 here is 16.2). The source is a
 # release tarball checked against the SHA-256 recorded here: the copy in $CITUS_TARBALL_DIR
 # (default vendor/citus/) when there is one, else the release tag's archive from the Citus
 # project. A version may need a patch of ours from vendor/citus/ (13.2.2: one for PostgreSQL
@@ -13,7 +14,7 @@
 # citus_version_of MAJOR: the Citus release built for PostgreSQL MAJOR.
 citus_version_of() {
     case $1 in
-        15) echo 13.2.2 ;;
+        15 | 16) echo 13.2.2 ;;
         *) echo 14.0.1 ;;
     esac
 }
