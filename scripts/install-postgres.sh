@@ -50,6 +50,12 @@ has_libxml() {
     "$(pg_config_of "$1")" --configure | grep -q -- "--with-libxml"
 }
 
+# has_openssl MAJOR: whether MAJOR's server is built with OpenSSL (every major here but 16), as
+# the benchmarks need: without it gen_random_uuid() reads /dev/urandom for every value.
+has_openssl() {
+    "$(pg_config_of "$1")" --configure | grep -qE -- "--with-(openssl|ssl=openssl)"
+}
+
 # has_regression_sources MAJOR: whether PostgreSQL's own regression suites of MAJOR can be had
 # here, from Debian's source package of the major (none of 16 is reachable).
 has_regression_sources() {

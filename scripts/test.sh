@@ -185,6 +185,10 @@ for major in "${SUPPORTED_PG_MAJORS[@]}"; do
         tests_left_out+=' & not binary(monitoring)'
         left_out+=("PostgreSQL $major: monitoring.rs: the exporters' queries run through query_to_xml and XMLTABLE, and its server is built without libxml")
     fi
+    if ! has_openssl "$major"; then
+        tests_left_out+=' & not binary(callgrind_costs)'
+        left_out+=("PostgreSQL $major: callgrind_costs.rs: the cost script measures what the benchmarks do, which leave out a server built without OpenSSL (bench/run.sh)")
+    fi
     if ! has_regression_sources "$major"; then
         left_out+=("PostgreSQL $major: the regression gate: no source package of $major, and so none of its regression suites, can be had here")
     fi
