@@ -147,10 +147,12 @@ static SETTINGS: [Setting; 9] = [
     },
     Setting {
         name: c"snowflake_id.idle_renewal",
-        short: c"How long after the last ID the reservation worker keeps the reservation renewed.",
-        long: c"The first ID after a quiet spell up to this long waits for no reservation write; \
-                meanwhile the worker writes a WAL record and fsyncs the reservation file about \
-                eight times per snowflake_id.reserve_ahead. 0 stops after one reserve_ahead.",
+        short: c"How long after the last ID the reservation worker keeps the reservation renewed, \
+                 and how far beyond it sessions write their database's floor relation.",
+        long: c"The first ID after a quiet spell up to this long waits for no write of the \
+                extension; meanwhile the worker writes a WAL record and fsyncs the reservation \
+                file about eight times per snowflake_id.reserve_ahead. A restore, pg_upgrade or \
+                promotion may move IDs up to this much ahead. 0 stops after one reserve_ahead.",
         value: &IDLE_RENEWAL_MS,
         min: IDLE_RENEWAL_MIN_MS,
         max: IDLE_RENEWAL_MAX_MS,

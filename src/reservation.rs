@@ -122,9 +122,7 @@ impl SharedState {
         let Some(now) = self.clock.read_monotonic(system_clock::monotonic_us()) else {
             return;
         };
-        // Only the worker reads the idle renewal (sessions renew for the ticks they issue).
-        let policy = renewal_policy()
-            .renewing_while_idle_for(i64::from(gucs::IDLE_RENEWAL_MS.get()) * 1_000);
+        let policy = renewal_policy();
         let written = protocol::renew_for_worker(
             &mut ClusterReservation(self),
             &policy,
@@ -295,9 +293,11 @@ pub fn write_floor_at_shutdown(shared: &SharedState) {
     }
 }
 
-/// The renewal marks of `snowflake_id.reserve_ahead` as it is set now.
+/// The renewal marks of `snowflake_id.reserve_ahead`, and `snowflake_id.idle_renewal` (how long
+/// the worker renews after the last ID, and the floor lead), as they are set now.
 pub fn renewal_policy() -> RenewalPolicy {
     RenewalPolicy::new(i64::from(gucs::RESERVE_AHEAD_MS.get()) * 1_000)
+        .renewing_while_idle_for(i64::from(gucs::IDLE_RENEWAL_MS.get()) * 1_000)
 }
 
 /// Under the reservation lock: the file rises to `floor_unix_us` (it never goes down).

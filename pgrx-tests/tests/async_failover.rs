@@ -298,9 +298,14 @@ fn a_standby_that_never_received_a_reservation_starts_above_a_burst_ahead() {
 #[test]
 fn a_failover_within_the_lag_after_a_forward_jump_is_not_covered_as_documented() {
     let test = "a 30 s forward step, link held, burst of 2,000 js53 IDs";
+    // Without the floor lead: with it the promoted standby's first ID learns the old primary's
+    // floor relation, written `idle_renewal` (5 min) ahead, which covers a 30 s step.
     let (primary, standby, link) = lagging_pair_from(
         Cluster::builder().faketime(),
-        &["snowflake_id.max_clock_jump = '40s'"],
+        &[
+            "snowflake_id.max_clock_jump = '40s'",
+            "snowflake_id.idle_renewal = 0",
+        ],
         "+0",
         Duration::from_millis(300),
         true,

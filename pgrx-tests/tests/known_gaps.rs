@@ -62,7 +62,12 @@ fn raise_floor_past_newest(client: &mut Client, table: &str) {
 
 #[test]
 fn a_restore_that_lowers_the_floor_travels_in_a_dump_until_an_id_is_issued() {
-    let old = Cluster::builder().start();
+    // Without the floor lead: with it the older dump's floor lies `idle_renewal` (5 min) past
+    // its newest ID, above the rows stored the seconds since, and the gap shows only for rows
+    // stored more than that after the older dump.
+    let old = Cluster::builder()
+        .setting("snowflake_id.idle_renewal = 0")
+        .start();
     old.connect()
         .batch_execute(
             "CREATE EXTENSION snowflake_id;
@@ -91,7 +96,7 @@ fn a_restore_that_lowers_the_floor_travels_in_a_dump_until_an_id_is_issued() {
     assert!(warned, "no WARNING of stored IDs ahead of the floor");
 
     // Travelled already: the reference's step on the new cluster, before IDs are issued there.
-    // Its clock is 30 s behind, within the 61 s ahead of it that `snowflake_raise_floor` takes.
+    // Its clock is 30 s behind, within the 6 min 1 s ahead of it that `snowflake_raise_floor` takes.
     let behind = Cluster::builder().faketime_at("-30s").start();
     assert_server_clock_offset(&mut behind.connect(), -30_000_000);
     behind.restore_dump(&lowered, "postgres", &[]);
@@ -257,7 +262,12 @@ fn newest_then_first_new(cluster: &Cluster, database: &str) -> (i64, i64) {
 /// `early`'s new IDs lie above `late`'s too.
 #[test]
 fn the_old_reservation_copied_after_pg_upgrade_keeps_equal_layouts_of_two_databases_apart() {
-    let mut old = Cluster::builder().start();
+    // Without the floor lead: with it `early`'s floor lies `idle_renewal` (5 min) past its IDs,
+    // above `late`'s made seconds later, and the gap shows only for databases whose last IDs
+    // are further apart.
+    let mut old = Cluster::builder()
+        .setting("snowflake_id.idle_renewal = 0")
+        .start();
     for database in ["early", "late"] {
         old.connect()
             .batch_execute(&format!("CREATE DATABASE {database}"))

@@ -296,7 +296,7 @@ fn routine_grants_reach_no_state_and_pg_write_all_data_moves_no_other_database()
     println!("[pg_write_all_data] after the hint's {set_back}: IDs lead by {lead_after} ms");
     assert!(lead_after.abs() < 2_000, "{lead_after} ms");
 
-    // A value within the trusted lead is taken: at most reserve_ahead + 60 s ahead.
+    // A value within the trusted lead is taken: at most reserve_ahead + idle_renewal + 60 s ahead.
     let within = real_now_us() + 30_000_000;
     admin
         .batch_execute(&format!("SELECT setval('{floor}', {within})"))

@@ -221,7 +221,8 @@ pub fn floor_too_far_ahead(until_unix_us: i64, wall_unix_us: i64, limit_us: i64)
         Some(
             "Pass the time the other cluster reserved last (its snowflake_stats().reserved_until), \
              after checking that the two clusters' clocks agree; the bound is \
-             snowflake_id.reserve_ahead + 60 s ahead of this server's wall clock."
+             snowflake_id.reserve_ahead + snowflake_id.idle_renewal + 60 s ahead of this \
+             server's wall clock."
                 .into(),
         ),
     )

@@ -8,8 +8,11 @@
 //! after. Before the first ID of a tick ending at `end` leaves, the relation must hold `end` or
 //! more, and the WAL record that set it must be flushed. So that no session waits for a write
 //! and its flush in its own statement, the relation is raised to the published reservation
-//! half a window (the renewal policy's waiting mark) before a tick gets there, and flushed only
-//! when a tick does, by when the reservation worker's renewal or the WAL writer has flushed it.
+//! plus the floor lead (`snowflake_id.idle_renewal`) half a window (the renewal policy's waiting
+//! mark) before a tick gets within the floor lead of it, and flushed only when a tick passes
+//! the value before, by when the reservation worker's renewal or the WAL writer has flushed it.
+//! So the first ID after a quiet spell shorter than the floor lead finds the relation covering
+//! it, written and flushed long before.
 
 use crate::renewal::RenewalPolicy;
 
@@ -87,9 +90,12 @@ impl FloorView {
         }
     }
 
-    /// Whether a tick ending at `end` gets within half a window of the newest value known.
+    /// Whether a tick ending at `end` gets within the floor lead and half a window of the newest
+    /// value known.
     fn near(&self, end: i64, policy: &RenewalPolicy) -> bool {
-        end.saturating_add(policy.wait_mark()) > self.newest.value
+        end.saturating_add(policy.wait_mark())
+            .saturating_add(policy.floor_lead())
+            > self.newest.value
     }
 
     /// Takes what a read found: the relation's value now, its page's position read before it
@@ -142,10 +148,12 @@ impl FloorView {
     }
 
     /// After a read: the value to raise the relation to before a tick ending at `end`, when it
-    /// is within half a window of it: the published reservation (which covers the tick by half
-    /// a window, design §5.1), or the tick's end if more.
+    /// is within the floor lead and half a window of it: the published reservation (which
+    /// covers the tick by half a window, design §5.1), or the tick's end if more, plus the floor
+    /// lead.
     pub fn raise_to(&self, end: i64, reserved_until: i64, policy: &RenewalPolicy) -> Option<i64> {
-        self.near(end, policy).then(|| reserved_until.max(end))
+        self.near(end, policy)
+            .then(|| reserved_until.max(end).saturating_add(policy.floor_lead()))
     }
 
     /// This backend set the relation to `value`: the page is where its own write leaves it, so
@@ -201,8 +209,8 @@ pub struct Provenance {
 /// timeline (new after every promotion and point-in-time recovery). A floor written on another
 /// timeline may come from a history this server never replayed (a dump taken after a recovery
 /// target, restored after the recovery), so it is a floor from elsewhere; one written on a
-/// timeline this server continues lies below what it replayed, and learning it again changes
-/// nothing. On timeline 1 the identity is the system identifier itself (what the relation held
+/// timeline this server continues covers no ID beyond what it replayed (it leads those by the
+/// floor lead at most), and learning it again changes nothing. On timeline 1 the identity is the system identifier itself (what the relation held
 /// before timelines counted); other timelines mix theirs in through a bijection, so two
 /// timelines of one cluster never share an identity.
 pub fn writer_identity(system_identifier: u64, timeline: u32) -> i64 {
@@ -365,5 +373,35 @@ mod tests {
         );
         assert_eq!(view.check(9_600_000, 5, &policy()), FloorCheck::Read);
         assert_eq!(view.check(9_400_000, 5, &policy()), FloorCheck::Flush);
+    }
+
+    #[test]
+    fn with_a_floor_lead_the_relation_is_written_that_far_ahead_as_often_as_without() {
+        let leading = policy().renewing_while_idle_for(60_000_000);
+        let mut view = FloorView::NEW;
+        view.read(logged(10_000_000, 5), 5, OURS, 0);
+        // Near means within the lead and half a window: raised to the reservation plus the lead.
+        assert_eq!(
+            view.raise_to(9_600_000 - 60_000_000, 11_000_000, &leading),
+            Some(71_000_000)
+        );
+        assert_eq!(
+            view.raise_to(9_400_000 - 60_000_000, 11_000_000, &leading),
+            None
+        );
+        view.wrote(logged(71_000_000, 9));
+        // The next tick that needs a write is half a window below the reservation, as without
+        // a lead; every tick up to the value before it waits for no flush of the new write.
+        assert_eq!(view.raise_to(10_400_000, 11_000_000, &leading), None);
+        assert_eq!(view.flush_for(9_900_000, 5), None);
+        // A tick after a quiet spell shorter than the lead gets near the value: raised again,
+        // and it waits for no flush: the value before covers it, flushed long before.
+        assert_eq!(view.check(60_000_000, 9, &leading), FloorCheck::Read);
+        assert_eq!(
+            view.raise_to(60_000_000, 61_000_000, &leading),
+            Some(121_000_000)
+        );
+        view.wrote(logged(121_000_000, 30));
+        assert_eq!(view.flush_for(60_000_000, 9), None);
     }
 }

@@ -472,7 +472,140 @@ mod tests {
         assert_eq!(floor_at_shutdown(0, i64::MIN), None);
     }
 
+    /// One database's floor relation in memory, written by this server only; the WAL writer
+    /// flushes between statements as the test says.
+    struct TestRelation {
+        value: LoggedValue,
+        before: Option<LoggedValue>,
+        page: PageLsn,
+        next_lsn: u64,
+        flushed: u64,
+        flushes: usize,
+        reserved_until: i64,
+        /// Every value the relation held, with the end of the record that set it.
+        history: Vec<LoggedValue>,
+    }
+
+    impl TestRelation {
+        fn new() -> Self {
+            TestRelation {
+                value: LoggedValue::NONE,
+                before: None,
+                page: 1,
+                next_lsn: 1,
+                flushed: 1,
+                flushes: 0,
+                reserved_until: i64::MIN,
+                history: Vec::new(),
+            }
+        }
+
+        /// Whether a value at or above `end` is in the flushed WAL.
+        fn durably_covers(&self, end: i64) -> bool {
+            self.history
+                .iter()
+                .any(|logged| logged.value >= end && logged.lsn <= self.flushed)
+        }
+    }
+
+    impl FloorRelation for TestRelation {
+        type Error = ();
+
+        fn page(&mut self) -> Option<PageLsn> {
+            Some(self.page)
+        }
+
+        fn read(&mut self) -> (LoggedValue, Provenance) {
+            let from = Provenance {
+                set_by_this_server: self.before,
+                writer_is_this_cluster: true,
+                started_without_reservation: false,
+            };
+            (self.value, from)
+        }
+
+        fn reserved_until(&self) -> i64 {
+            self.reserved_until
+        }
+
+        fn learned(&mut self, _floor: i64) -> Result<(), ()> {
+            Ok(())
+        }
+
+        fn raise(&mut self, value: i64, read_at: PageLsn) -> Option<LoggedValue> {
+            if self.page != read_at || value <= self.value.value {
+                return None;
+            }
+            self.next_lsn += 10;
+            self.before = Some(self.value);
+            self.value = LoggedValue {
+                value,
+                lsn: self.next_lsn,
+            };
+            self.page = self.next_lsn;
+            self.history.push(self.value);
+            Some(self.value)
+        }
+
+        fn flushed(&self) -> u64 {
+            self.flushed
+        }
+
+        fn flush(&mut self, lsn: u64) {
+            self.flushes += 1;
+            self.flushed = self.flushed.max(lsn);
+        }
+    }
+
+    /// A session's first IDs of ticks `gaps` apart, the WAL flushed between statements (the WAL
+    /// writer, a commit): how many of them flushed the relation's WAL in their own statement.
+    fn flushes_in_statements(policy: &RenewalPolicy, gaps: &[i64]) -> usize {
+        let mut relation = TestRelation::new();
+        let mut view = FloorView::NEW;
+        let mut end = 1_000_000_000;
+        let mut in_statements = 0;
+        for (at, gap) in gaps.iter().enumerate() {
+            end += gap;
+            relation.reserved_until = end + policy.wait_mark() + 1;
+            relation.flushed = relation.next_lsn;
+            let before = relation.flushes;
+            assert_eq!(
+                cover(&mut view, &mut relation, end, policy),
+                Ok(Cover::Covered)
+            );
+            assert!(relation.durably_covers(end), "tick {at} ending at {end}");
+            if at > 0 && relation.flushes > before {
+                in_statements += 1;
+            }
+        }
+        in_statements
+    }
+
+    #[test]
+    fn without_a_floor_lead_the_first_id_after_a_window_of_quiet_flushes_in_its_statement() {
+        let policy = RenewalPolicy::new(1_000_000);
+        assert_eq!(flushes_in_statements(&policy, &[0, 3_000_000]), 1);
+        let leading = policy.renewing_while_idle_for(300_000_000);
+        assert_eq!(flushes_in_statements(&leading, &[0, 3_000_000]), 0);
+        // After a spell longer than the lead it does, as it must.
+        assert_eq!(flushes_in_statements(&leading, &[0, 302_000_000]), 1);
+    }
+
     proptest! {
+        /// Design §5.3's floor lead: a tick ending at most the lead beyond the one before waits
+        /// for no flush in its statement, once the WAL writer flushed what the statements before
+        /// it wrote; and every tick's end is in a flushed value of the relation before it is used.
+        #[test]
+        fn a_tick_within_the_floor_lead_of_the_last_waits_for_no_flush(
+            ahead in 1_000i64..4_000_000,
+            lead in 0i64..20_000_000,
+            fractions in proptest::collection::vec(0.0f64..=1.0, 1..40),
+        ) {
+            let policy = RenewalPolicy::new(ahead).renewing_while_idle_for(lead);
+            let gaps: Vec<i64> = fractions.iter().map(|f| (f * lead as f64) as i64).collect();
+            prop_assert_eq!(flushes_in_statements(&policy, &gaps), 0);
+        }
+
         /// The invariant of design §5.1/§5.2: once a session is through `ensure_reserved`
         /// (renewing when told to wait, and when the lock was free), the reservation reaches at
         /// least half a window beyond the tick it is about to use, and it never went down.

@@ -72,11 +72,19 @@ impl RenewalPolicy {
         }
     }
 
+    /// How far beyond the reservation a session raises its database's floor relation (design
+    /// §5.3): the idle renewal, so that, like the reservation, the relation still covers the
+    /// first ID after a quiet spell that long, and no statement then waits for a write of the
+    /// relation or its flush. 0 with an idle renewal of 0 (the relation follows the reservation).
+    pub fn floor_lead(&self) -> i64 {
+        self.idle_renewal_us
+    }
+
     /// How far ahead of the wall clock a floor the extension did not write counts (design
-    /// §5.3): a window, which a dump's floor leads the clock of its cluster by at most, plus the
-    /// slack for two hosts' clocks (61 s by default).
+    /// §5.3): a window and the floor lead, which a dump's floor leads the clock of its cluster by
+    /// at most, plus the slack for two hosts' clocks (6 min 1 s by default).
     pub fn trusted_lead(&self) -> i64 {
-        self.reserve_ahead_us + self.trust_slack_us
+        self.reserve_ahead_us + self.floor_lead() + self.trust_slack_us
     }
 
     /// Whether `value` lies more than the trusted lead ahead of `wall`: such a value from
@@ -244,7 +252,7 @@ mod tests {
     }
 
     #[test]
-    fn the_trusted_lead_is_a_window_and_the_slack() {
+    fn the_trusted_lead_is_a_window_the_floor_lead_and_the_slack() {
         let policy = RenewalPolicy::new(1_000_000);
         assert_eq!(policy.trusted_lead(), 61_000_000);
         assert!(!policy.beyond_trusted_lead(61_000_000, 0));
@@ -252,6 +260,11 @@ mod tests {
         assert!(!policy.beyond_trusted_lead(i64::MIN, i64::MAX));
         let ticks = RenewalPolicy::new(4).with_trust_slack(2);
         assert_eq!(ticks.trusted_lead(), 6);
+        // A floor written the floor lead ahead still counts: the idle renewal is added.
+        let leading = policy.renewing_while_idle_for(300_000_000);
+        assert_eq!(leading.floor_lead(), 300_000_000);
+        assert_eq!(leading.trusted_lead(), 361_000_000);
+        assert_eq!(policy.floor_lead(), 0);
         assert_eq!(policy.worker_period(), 62_500);
         assert_eq!(RenewalPolicy::new(1_000).worker_period(), 1_000);
     }

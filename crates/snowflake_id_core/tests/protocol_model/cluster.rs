@@ -10,6 +10,10 @@ use snowflake_id_core::renewal::RenewalPolicy;
 pub const WINDOW: i64 = 8;
 /// How far beyond the window a floor from elsewhere is trusted (the extension's 60 s).
 pub const TRUST_SLACK: i64 = 2;
+/// `snowflake_id.idle_renewal`, in ticks: how far beyond the reservation sessions write their
+/// database's floor relation (the floor lead). The worker renews for at least a window after
+/// the last ID, longer than the horizon, whatever this is.
+pub const IDLE_RENEWAL: i64 = 4;
 /// `snowflake_id.failover_lag`, in ticks.
 pub const FAILOVER_LAG: i64 = 2;
 /// The wall clock runs from 0 to this.
@@ -49,7 +53,9 @@ pub const fn identity(cluster: u8, timeline: u8) -> u8 {
 }
 
 pub fn policy() -> RenewalPolicy {
-    RenewalPolicy::new(WINDOW).with_trust_slack(TRUST_SLACK)
+    RenewalPolicy::new(WINDOW)
+        .with_trust_slack(TRUST_SLACK)
+        .renewing_while_idle_for(IDLE_RENEWAL)
 }
 
 /// A broken property, as the state that broke it records it.
