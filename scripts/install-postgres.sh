@@ -151,20 +151,54 @@ ensure_source_index() {
         >/dev/null || update_source_index
 }
 
+# postgres_package_is_current MAJOR PATTERN: whether postgresql-MAJOR is installed, with its
+# pg_config, and is Debian's or PGDG's own or a local build of this project whose version
+# matches PATTERN (a case pattern); an older local build (another +snowflake<N>) is not.
+postgres_package_is_current() {
+    local installed
+    installed=$(dpkg-query -W -f='${Status}|${Version}' "postgresql-$1" 2>/dev/null || true)
+    [ "${installed%%|*}" = "install ok installed" ] && [ -x "$(pg_config_of "$1")" ] || return 1
+    # shellcheck disable=SC2254 # (PATTERN is a pattern)
+    case ${installed#*|} in
+        $2) return 0 ;;
+        *+snowflake[0-9]*) echo "postgresql-$1 ${installed#*|} is an older local build: replacing it" >&2
+                           return 1 ;;
+        *) return 0 ;;
+    esac
+}
+
+# install_local_postgres_package MAJOR VERSION STAGING DEPENDS SUMMARY DETAILS: packs STAGING (the
+# installation's files under /, its BUILD-INFO among them) as the local package postgresql-MAJOR
+# at VERSION beside it, installs that, and shows the BUILD-INFO. DETAILS are the description's
+# further lines, each starting with a space.
+install_local_postgres_package() {
+    local major=$1 version=$2 staging=$3 deb
+    deb="$(dirname "$staging")/postgresql-${major}_${version}.deb"
+    mkdir -p "$staging/DEBIAN"
+    cat > "$staging/DEBIAN/control" <<CONTROL
+Package: postgresql-$major
+Version: $version
+Architecture: $(dpkg --print-architecture)
+Maintainer: snowflake_id test setup <root@localhost>
+Installed-Size: $(du -sk "$staging" | cut -f1)
+Depends: $4
+Section: database
+Priority: optional
+Description: $5
+$6
+CONTROL
+    dpkg-deb --root-owner-group --build "$staging" "$deb" >/dev/null
+    dpkg -i "$deb"
+    cat "/usr/share/doc/postgresql-$major/BUILD-INFO"
+}
+
 # install_postgres_from_source MAJOR: fetches and builds PostgreSQL MAJOR from Debian's source
 # package in Debian's layout, and installs it as the local package postgresql-MAJOR (see the top
 # of this file), unless a package of that name is already installed (this build, or Debian's or
 # PGDG's own).
 install_postgres_from_source() {
-    local major=$1 suite source_dir build="$SOURCE_BUILD_DIR/$1" staging dsc version installed
-    installed=$(dpkg-query -W -f='${Status}|${Version}' "postgresql-$major" 2>/dev/null || true)
-    if [ "${installed%%|*}" = "install ok installed" ] && [ -x "$(pg_config_of "$major")" ]; then
-        case ${installed#*|} in
-            *"$SOURCE_PG_VERSION_SUFFIX") return 0 ;;
-            *+snowflake[0-9]*) echo "postgresql-$major ${installed#*|} is an older local build: rebuilding" >&2 ;;
-            *) return 0 ;;
-        esac
-    fi
+    local major=$1 suite source_dir build="$SOURCE_BUILD_DIR/$1" staging dsc version
+    postgres_package_is_current "$major" "*$SOURCE_PG_VERSION_SUFFIX" && return 0
     suite=$(debian_suite_of "$major")
     apt_install_missing "${SOURCE_PG_BUILD_PACKAGES[@]}" postgresql-common
     step "PostgreSQL $major from Debian's source package postgresql-$major ($suite) -> local package postgresql-$major"
@@ -209,30 +243,18 @@ install_postgres_from_source() {
     )
     dsc=$(basename "$(ls "$build"/postgresql-"$major"_*.dsc)" .dsc)
     version=${dsc#postgresql-"$major"_}$SOURCE_PG_VERSION_SUFFIX
-    mkdir -p "$staging/DEBIAN" "$staging/usr/share/doc/postgresql-$major"
+    mkdir -p "$staging/usr/share/doc/postgresql-$major"
     {
         echo "source package: $dsc.dsc (Debian's patches left out; socket directory $DEBIAN_SOCKET_DIR)"
         echo "configure: Debian's layout, ${SOURCE_PG_CONFIGURE_OPTIONS[*]}"
         "$staging/usr/lib/postgresql/$major/bin/postgres" --version
     } > "$staging/usr/share/doc/postgresql-$major/BUILD-INFO"
-    cat > "$staging/DEBIAN/control" <<CONTROL
-Package: postgresql-$major
-Version: $version
-Architecture: $(dpkg --print-architecture)
-Maintainer: snowflake_id test setup <root@localhost>
-Installed-Size: $(du -sk "$staging" | cut -f1)
-Depends: $SOURCE_PG_RUNTIME_DEPENDS
-Section: database
-Priority: optional
-Description: PostgreSQL $major built by snowflake_id's test setup
- PostgreSQL $major from Debian's source package ($dsc, without Debian's
+    install_local_postgres_package "$major" "$version" "$staging" "$SOURCE_PG_RUNTIME_DEPENDS" \
+        "PostgreSQL $major built by snowflake_id's test setup" \
+        " PostgreSQL $major from Debian's source package ($dsc, without Debian's
  patches), configured into Debian's layout, for snowflake_id's build and tests.
- It holds the server, the client programs, contrib and the server headers.
-CONTROL
-    dpkg-deb --root-owner-group --build "$staging" "$build/postgresql-${major}_${version}.deb" >/dev/null
-    dpkg -i "$build/postgresql-${major}_${version}.deb"
+ It holds the server, the client programs, contrib and the server headers."
     rm -rf "$build"
-    cat "/usr/share/doc/postgresql-$major/BUILD-INFO"
 }
 
 # PostgreSQL 16 from PyPI: the pgserver wheel (checked by its SHA-256) holds PostgreSQL 16.2 built
@@ -253,15 +275,8 @@ PG16_WHEEL_VERSION=16.2-pgserver0.1.4${SOURCE_PG_VERSION_SUFFIX}
 # replaced by the same libraries under their own names, in the major's lib directory. Skipped
 # when postgresql-16 is installed (this build, or Debian's or PGDG's own).
 install_postgres_from_wheel() {
-    local build="$SOURCE_BUILD_DIR/16" staging installed pginstall root file needed library plain
-    installed=$(dpkg-query -W -f='${Status}|${Version}' postgresql-16 2>/dev/null || true)
-    if [ "${installed%%|*}" = "install ok installed" ] && [ -x "$(pg_config_of 16)" ]; then
-        case ${installed#*|} in
-            "$PG16_WHEEL_VERSION") return 0 ;;
-            *+snowflake[0-9]*) echo "postgresql-16 ${installed#*|} is an older local build: replacing it" >&2 ;;
-            *) return 0 ;;
-        esac
-    fi
+    local build="$SOURCE_BUILD_DIR/16" staging pginstall root file needed library plain
+    postgres_package_is_current 16 "$PG16_WHEEL_VERSION" && return 0
     apt_install_missing patchelf unzip postgresql-common
     step "PostgreSQL 16 from PyPI's $PG16_WHEEL -> local package postgresql-16"
     rm -rf "$build"
@@ -307,30 +322,19 @@ install_postgres_from_wheel() {
         echo "PostgreSQL 16 from the wheel: a library is not found" >&2
         return 1
     fi
-    mkdir -p "$staging/DEBIAN" "$staging/usr/share/doc/postgresql-16"
+    mkdir -p "$staging/usr/share/doc/postgresql-16"
     {
         echo "PyPI: $PG16_WHEEL (SHA-256 $PG16_WHEEL_SHA256), pgserver/pginstall, laid out as Debian's"
         "$root/bin/pg_config" --configure
         "$root/bin/postgres" --version
     } > "$staging/usr/share/doc/postgresql-16/BUILD-INFO"
-    cat > "$staging/DEBIAN/control" <<CONTROL
-Package: postgresql-16
-Version: $PG16_WHEEL_VERSION
-Architecture: $(dpkg --print-architecture)
-Maintainer: snowflake_id test setup <root@localhost>
-Installed-Size: $(du -sk "$staging" | cut -f1)
-Depends: postgresql-common, libc6, zlib1g
-Section: database
-Priority: optional
-Description: PostgreSQL 16 from PyPI's pgserver wheel for snowflake_id's tests
- PostgreSQL 16.2 as PyPI's pgserver 0.1.4 wheel ships it (the server, the
+    install_local_postgres_package 16 "$PG16_WHEEL_VERSION" "$staging" \
+        "postgresql-common, libc6, zlib1g" \
+        "PostgreSQL 16 from PyPI's pgserver wheel for snowflake_id's tests" \
+        " PostgreSQL 16.2 as PyPI's pgserver 0.1.4 wheel ships it (the server, the
  client programs, the server headers and PGXS; no contrib), laid out as
- Debian's, for snowflake_id's build and tests.
-CONTROL
-    dpkg-deb --root-owner-group --build "$staging" "$build/postgresql-16_${PG16_WHEEL_VERSION}.deb" >/dev/null
-    dpkg -i "$build/postgresql-16_${PG16_WHEEL_VERSION}.deb"
+ Debian's, for snowflake_id's build and tests."
     rm -rf "$build"
-    cat /usr/share/doc/postgresql-16/BUILD-INFO
 }
 
 # fetch_orig_tarball PACKAGE SUITE: downloads the upstream tarball of Debian source package
