@@ -210,7 +210,8 @@ pub struct Provenance {
 /// timeline may come from a history this server never replayed (a dump taken after a recovery
 /// target, restored after the recovery), so it is a floor from elsewhere; one written on a
 /// timeline this server continues covers no ID beyond what it replayed (it leads those by the
-/// floor lead at most), and learning it again changes nothing. On timeline 1 the identity is the system identifier itself (what the relation held
+/// floor lead at most), and learning it again changes nothing. On timeline 1 the identity is
+/// the system identifier itself (what the relation held
 /// before timelines counted); other timelines mix theirs in through a bijection, so two
 /// timelines of one cluster never share an identity.
 pub fn writer_identity(system_identifier: u64, timeline: u32) -> i64 {
