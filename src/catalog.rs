@@ -12,6 +12,7 @@ use pgrx::PgTupleDesc;
 use snowflake_id_core::layout::Layout;
 
 use crate::errors;
+use crate::guards::{Lock, OpenRelation};
 use crate::timestamps;
 
 /// The catalog table, by OID, and the schema the extension was created in (where its
@@ -31,13 +32,7 @@ impl CatalogTable {
 
     /// The table's name, schema-qualified and quoted for SQL text, as it is called now.
     pub fn qualified_name(&self) -> String {
-        // SAFETY: syscache lookups inside a transaction; each name is copied at once.
-        unsafe {
-            qualified(
-                pg_sys::get_rel_namespace(self.oid),
-                pg_sys::get_rel_name(self.oid),
-            )
-        }
+        relation_name(self.oid)
     }
 
     /// The table's owner (the superuser who created the extension): privileged functions write
@@ -49,22 +44,19 @@ impl CatalogTable {
     /// The schema of the extension's user-facing functions and views, quoted for SQL text and
     /// messages, as it is called now.
     pub fn extension_schema(&self) -> String {
-        // SAFETY: a syscache lookup inside a transaction; the name is copied at once.
-        unsafe { quoted(pg_sys::get_namespace_name(self.extension_namespace)) }
+        // SAFETY: a syscache lookup inside a transaction: a palloc'd copy of the name, or null.
+        let name = unsafe { pg_sys::get_namespace_name(self.extension_namespace) };
+        // SAFETY: `name` is null or that copy.
+        unsafe { quoted(name) }
     }
 }
 
 /// The owner of `relation`, which exists, from its relcache entry; the relation stays locked
 /// (`ACCESS SHARE`) to the end of the transaction, so the answer holds that long.
 pub fn relation_owner(relation: pg_sys::Oid) -> pg_sys::Oid {
-    // SAFETY: opens an existing relation (the caller found it in this transaction) to read its
-    // owner, then closes it keeping the lock.
-    unsafe {
-        let opened = pg_sys::relation_open(relation, ACCESS_SHARE);
-        let owner = (*(*opened).rd_rel).relowner;
-        pg_sys::relation_close(opened, pg_sys::NoLock as pg_sys::LOCKMODE);
-        owner
-    }
+    OpenRelation::open(relation, ACCESS_SHARE, Lock::KeptToTransactionEnd)
+        .class()
+        .relowner
 }
 
 /// `name`, quoted for SQL text ("?" for a null pointer: an object dropped under us).
@@ -75,8 +67,10 @@ pub unsafe fn quoted(name: *const std::ffi::c_char) -> String {
     if name.is_null() {
         return "?".to_owned();
     }
-    // SAFETY: as the caller promises; quote_identifier returns its argument or a palloc'd copy.
-    unsafe { CStr::from_ptr(pg_sys::quote_identifier(name)) }
+    // SAFETY: as the caller promises; quote_identifier only reads it.
+    let quoted = unsafe { pg_sys::quote_identifier(name) };
+    // SAFETY: `name` itself or a palloc'd quoted copy, NUL-terminated.
+    unsafe { CStr::from_ptr(quoted) }
         .to_string_lossy()
         .into_owned()
 }
@@ -86,25 +80,23 @@ pub unsafe fn quoted(name: *const std::ffi::c_char) -> String {
 /// # Safety
 /// `name` is null or a NUL-terminated string valid for this call; `namespace` any OID.
 pub unsafe fn qualified(namespace: pg_sys::Oid, name: *const std::ffi::c_char) -> String {
-    // SAFETY: a syscache lookup inside a transaction; the strings are copied by `quoted`.
-    unsafe {
-        format!(
-            "{}.{}",
-            quoted(pg_sys::get_namespace_name(namespace)),
-            quoted(name)
-        )
-    }
+    // SAFETY: a syscache lookup inside a transaction: a palloc'd copy of the name, or null.
+    let schema = unsafe { pg_sys::get_namespace_name(namespace) };
+    // SAFETY: `schema` is null or that copy.
+    let schema = unsafe { quoted(schema) };
+    // SAFETY: as the caller promises.
+    let name = unsafe { quoted(name) };
+    format!("{schema}.{name}")
 }
 
 /// The relation's name, schema-qualified and quoted, as it is called now.
 pub fn relation_name(relation: pg_sys::Oid) -> String {
-    // SAFETY: syscache lookups inside a transaction; the names are copied by `qualified`.
-    unsafe {
-        qualified(
-            pg_sys::get_rel_namespace(relation),
-            pg_sys::get_rel_name(relation),
-        )
-    }
+    // SAFETY: a syscache lookup inside a transaction (InvalidOid when the relation is gone).
+    let namespace = unsafe { pg_sys::get_rel_namespace(relation) };
+    // SAFETY: as above: a palloc'd copy of the name, or null.
+    let name = unsafe { pg_sys::get_rel_name(relation) };
+    // SAFETY: `name` is null or that copy.
+    unsafe { qualified(namespace, name) }
 }
 
 // Every statement below runs under the caller's search_path, so it names every function,
@@ -143,13 +135,17 @@ pub struct Extension {
 impl Extension {
     /// The extension's row, read now; None when it is not installed in this database.
     pub fn installed() -> Option<Extension> {
-        // SAFETY: opens pg_extension inside a transaction, as PostgreSQL's own
-        // get_extension_oid does; closed below, nothing read from it kept past the close.
-        let extensions = unsafe { pg_sys::table_open(pg_sys::ExtensionRelationId, ACCESS_SHARE) };
-        // SAFETY: `extensions` is open.
-        let row = unsafe { extension_row(extensions) };
-        // SAFETY: closes what was opened above, once.
-        unsafe { pg_sys::table_close(extensions, ACCESS_SHARE) };
+        // Opened as PostgreSQL's own get_extension_oid does, and closed (releasing the lock)
+        // before the lookup below; nothing read from it is kept past the close.
+        let row = {
+            let extensions = OpenRelation::table(
+                pg_sys::ExtensionRelationId,
+                ACCESS_SHARE,
+                Lock::ReleasedAtClose,
+            );
+            // SAFETY: `extensions` is pg_extension, open.
+            unsafe { extension_row(extensions.as_ptr()) }
+        };
         let (namespace, registered) = row?;
         Some(Extension {
             namespace,
@@ -172,21 +168,16 @@ impl Extension {
     /// by name would cost it a syscache miss (a `pg_class` index scan) per relation.
     pub fn member(&self, name: &CStr, kind: u8) -> Option<pg_sys::Oid> {
         self.registered.iter().copied().find(|&relation| {
-            // SAFETY: opens a relation by OID inside a transaction (null when it no longer
-            // exists) and reads its pg_class row before closing it; the lock is kept.
-            unsafe {
-                let opened = pg_sys::try_relation_open(relation, ACCESS_SHARE);
-                if opened.is_null() {
-                    return false;
-                }
-                let row = &*(*opened).rd_rel;
-                let found = (row.relnamespace == self.internal_namespace
-                    || row.relnamespace == self.namespace)
-                    && row.relkind as u8 == kind
-                    && CStr::from_ptr(row.relname.data.as_ptr()) == name;
-                pg_sys::relation_close(opened, pg_sys::NoLock as pg_sys::LOCKMODE);
-                found
-            }
+            let Some(opened) =
+                OpenRelation::try_open(relation, ACCESS_SHARE, Lock::KeptToTransactionEnd)
+            else {
+                return false;
+            };
+            let row = opened.class();
+            (row.relnamespace == self.internal_namespace || row.relnamespace == self.namespace)
+                && row.relkind as u8 == kind
+                // SAFETY: a relation's name is a NUL-terminated NameData.
+                && unsafe { CStr::from_ptr(row.relname.data.as_ptr()) } == name
         })
     }
 
@@ -209,46 +200,54 @@ impl Extension {
 /// # Safety
 /// `extensions` is `pg_extension`, open inside a transaction.
 unsafe fn extension_row(extensions: pg_sys::Relation) -> Option<(pg_sys::Oid, Vec<pg_sys::Oid>)> {
-    // SAFETY: see the contract; the key lives until the scan ends, and the row's values are
-    // copied out before it ends.
+    let mut key = pg_sys::ScanKeyData::default();
+    // SAFETY: fills `key` with a comparison of the name column to a static name.
     unsafe {
-        let mut key = pg_sys::ScanKeyData::default();
         pg_sys::ScanKeyInit(
             &mut key,
             pg_sys::Anum_pg_extension_extname as pg_sys::AttrNumber,
             pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
             pg_sys::Oid::from(pg_sys::F_NAMEEQ),
             pg_sys::Datum::from(c"snowflake_id".as_ptr()),
-        );
-        let scan = pg_sys::systable_beginscan(
+        )
+    };
+    // SAFETY: `extensions` is open (see the contract); `key` lives until the scan ends.
+    let scan = unsafe {
+        pg_sys::systable_beginscan(
             extensions,
             pg_sys::Oid::from(pg_sys::ExtensionNameIndexId),
             false,
             std::ptr::null_mut(),
             1,
             &mut key,
-        );
-        let row = pg_sys::systable_getnext(scan);
-        let column = |attribute: u32| {
-            (!row.is_null())
-                .then(|| {
-                    pgrx::heap_getattr_raw(
-                        row,
-                        NonZeroUsize::new(attribute as usize)?,
-                        (*extensions).rd_att,
-                    )
-                })
-                .flatten()
-        };
-        let namespace = column(pg_sys::Anum_pg_extension_extnamespace)
-            .and_then(|datum| pg_sys::Oid::from_datum(datum, false));
-        let registered = column(pg_sys::Anum_pg_extension_extconfig)
-            .and_then(|datum| Vec::<Option<pg_sys::Oid>>::from_datum(datum, false))
-            .map(|oids| oids.into_iter().flatten().collect())
-            .unwrap_or_default();
-        pg_sys::systable_endscan(scan);
-        Some((namespace?, registered))
-    }
+        )
+    };
+    // SAFETY: the scan just begun; the row it returns stays valid until the scan ends.
+    let row = unsafe { pg_sys::systable_getnext(scan) };
+    // SAFETY: `extensions` is open, so its relcache entry is valid.
+    let descriptor = unsafe { (*extensions).rd_att };
+    let column = |attribute: u32| {
+        (!row.is_null())
+            .then(|| {
+                // SAFETY: a row of pg_extension, described by its descriptor, read while the
+                // scan lasts.
+                unsafe {
+                    pgrx::heap_getattr_raw(row, NonZeroUsize::new(attribute as usize)?, descriptor)
+                }
+            })
+            .flatten()
+    };
+    let namespace = column(pg_sys::Anum_pg_extension_extnamespace)
+        // SAFETY: extnamespace is an oid column.
+        .and_then(|datum| unsafe { pg_sys::Oid::from_datum(datum, false) });
+    let registered = column(pg_sys::Anum_pg_extension_extconfig)
+        // SAFETY: extconfig is an oid[] column; the array is copied out before the scan ends.
+        .and_then(|datum| unsafe { Vec::<Option<pg_sys::Oid>>::from_datum(datum, false) })
+        .map(|oids| oids.into_iter().flatten().collect())
+        .unwrap_or_default();
+    // SAFETY: ends the scan begun above, once; nothing read from its row is used after.
+    unsafe { pg_sys::systable_endscan(scan) };
+    Some((namespace?, registered))
 }
 
 /// The schema that holds the extension's state and the functions its privileged code calls
@@ -315,13 +314,13 @@ pub fn name_fits(name: &str) -> bool {
 /// without SQL (see `find`), one probe of the catalog table's primary key, or a read of the
 /// table when it has one page (a new connection's first ID then opens no index).
 pub fn load_layout(catalog: &CatalogTable, name: &str) -> Option<(Layout, RowVersion)> {
-    // SAFETY: opens the catalog table by OID inside a transaction (`find` found it in this one,
-    // and it stays locked); it is closed below, and nothing read from it outlives the close.
-    let table = unsafe { pg_sys::table_open(catalog.oid, ACCESS_SHARE) };
-    // SAFETY: `table` is open.
-    let found = unsafe { stored_row(table, name) };
-    // SAFETY: closes what was opened above, once.
-    unsafe { pg_sys::table_close(table, ACCESS_SHARE) };
+    // The catalog table, which `find` found in this transaction (and locked), is closed
+    // before the row is judged; nothing read from it outlives the close.
+    let found = {
+        let table = OpenRelation::table(catalog.oid, ACCESS_SHARE, Lock::ReleasedAtClose);
+        // SAFETY: `table` is the catalog table, open.
+        unsafe { stored_row(table.as_ptr(), name) }
+    };
     let (layout, version, edited) = found?;
     if edited {
         errors::stored_layout_edited(name).raise();
@@ -338,29 +337,37 @@ pub fn load_layout(catalog: &CatalogTable, name: &str) -> Option<(Layout, RowVer
 /// # Safety
 /// `table` is the catalog table, open inside a transaction.
 unsafe fn stored_row(table: pg_sys::Relation, name: &str) -> Option<(Layout, RowVersion, bool)> {
-    // SAFETY: see the contract; the key lives until the scan ends, and the row is read before.
-    unsafe {
-        let mut key = name_key((*table).rd_att, name);
-        let index = name_index(table);
-        let scan = pg_sys::systable_beginscan(
+    // SAFETY: `table` is open (see the contract), so its relcache entry is valid.
+    let descriptor = unsafe { (*table).rd_att };
+    // SAFETY: the catalog table's descriptor, inside a transaction.
+    let mut key = unsafe { name_key(descriptor, name) };
+    // SAFETY: `table` is open.
+    let index = unsafe { name_index(table) };
+    // SAFETY: `table` is open and `index` its primary key or none; `key` lives until the scan
+    // ends.
+    let scan = unsafe {
+        pg_sys::systable_beginscan(
             table,
             index,
             index != pg_sys::InvalidOid,
             std::ptr::null_mut(),
             1,
             &mut key,
-        );
-        let row = pg_sys::systable_getnext(scan);
-        let found = (!row.is_null()).then(|| {
-            (
-                stored_layout(row, (*table).rd_att),
-                row_version(row),
-                updated(row),
-            )
-        });
-        pg_sys::systable_endscan(scan);
-        found
-    }
+        )
+    };
+    // SAFETY: the scan just begun; the row it returns stays valid until the scan ends.
+    let row = unsafe { pg_sys::systable_getnext(scan) };
+    let found = (!row.is_null()).then(|| {
+        // SAFETY: a row of the catalog table, read before the scan ends.
+        let layout = unsafe { stored_layout(row, descriptor) };
+        // SAFETY: as above.
+        let version = unsafe { row_version(row) };
+        // SAFETY: as above.
+        (layout, version, unsafe { updated(row) })
+    });
+    // SAFETY: ends the scan begun above, once; nothing read from its row is used after.
+    unsafe { pg_sys::systable_endscan(scan) };
+    found
 }
 
 /// A scan key that finds `name` in the column `name` of the catalog table (described by
@@ -371,17 +378,19 @@ unsafe fn stored_row(table: pg_sys::Relation, name: &str) -> Option<(Layout, Row
 /// # Safety
 /// `descriptor` is the catalog table's, inside a transaction (the key's text is palloc'd).
 unsafe fn name_key(descriptor: pg_sys::TupleDesc, name: &str) -> pg_sys::ScanKeyData {
-    // SAFETY: see the contract; the text datum is a copy of `name`.
+    // SAFETY: a valid descriptor (see the contract), borrowed for this call.
+    let columns = unsafe { PgTupleDesc::from_pg_unchecked(descriptor) };
+    let name_column = columns
+        .iter()
+        .find(|column| !column.is_dropped() && column.name() == "name")
+        .unwrap_or_else(|| {
+            errors::internal("the snowflake sequence catalog has no column \"name\"".into()).raise()
+        });
+    // SAFETY: copies `name`'s bytes (a name fits an i32 length) into a palloc'd text.
+    let text = unsafe { pg_sys::cstring_to_text_with_len(name.as_ptr().cast(), name.len() as i32) };
+    let mut key = pg_sys::ScanKeyData::default();
+    // SAFETY: fills `key` with a text comparison of that column to the copy.
     unsafe {
-        let columns = PgTupleDesc::from_pg_unchecked(descriptor);
-        let name_column = columns
-            .iter()
-            .find(|column| !column.is_dropped() && column.name() == "name")
-            .unwrap_or_else(|| {
-                errors::internal("the snowflake sequence catalog has no column \"name\"".into())
-                    .raise()
-            });
-        let mut key = pg_sys::ScanKeyData::default();
         pg_sys::ScanKeyEntryInitialize(
             &mut key,
             0,
@@ -390,13 +399,10 @@ unsafe fn name_key(descriptor: pg_sys::TupleDesc, name: &str) -> pg_sys::ScanKey
             pg_sys::InvalidOid,
             name_column.attcollation,
             pg_sys::Oid::from(pg_sys::F_TEXTEQ),
-            pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(
-                name.as_ptr().cast(),
-                name.len() as i32,
-            )),
-        );
-        key
-    }
+            pg_sys::Datum::from(text),
+        )
+    };
+    key
 }
 
 /// The index to find a name in the catalog table `table` by: its primary key, or none (the
@@ -405,15 +411,19 @@ unsafe fn name_key(descriptor: pg_sys::TupleDesc, name: &str) -> pg_sys::ScanKey
 /// # Safety
 /// `table` is open inside a transaction.
 unsafe fn name_index(table: pg_sys::Relation) -> pg_sys::Oid {
-    // SAFETY: see the contract. RelationGetIndexList fills rd_pkindex, the primary key's
-    // index; the list it returns is a copy, freed here.
-    unsafe {
-        if pg_sys::RelationGetNumberOfBlocksInFork(table, pg_sys::ForkNumber::MAIN_FORKNUM) <= 1 {
-            return pg_sys::InvalidOid;
-        }
-        pg_sys::list_free(pg_sys::RelationGetIndexList(table));
-        (*table).rd_pkindex
+    // SAFETY: `table` is open (see the contract).
+    let blocks =
+        unsafe { pg_sys::RelationGetNumberOfBlocksInFork(table, pg_sys::ForkNumber::MAIN_FORKNUM) };
+    if blocks <= 1 {
+        return pg_sys::InvalidOid;
     }
+    // SAFETY: as above; it fills rd_pkindex, the primary key's index, and returns a copy of
+    // the list.
+    let indexes = unsafe { pg_sys::RelationGetIndexList(table) };
+    // SAFETY: that copy, freed once.
+    unsafe { pg_sys::list_free(indexes) };
+    // SAFETY: `table` is open, so its relcache entry is valid.
+    unsafe { (*table).rd_pkindex }
 }
 
 /// Which version of its row a catalog row is: the transaction that inserted it and its place.
@@ -421,14 +431,19 @@ unsafe fn name_index(table: pg_sys::Relation) -> pg_sys::Oid {
 /// # Safety
 /// `row` is a heap tuple read by a scan that has not ended.
 unsafe fn row_version(row: pg_sys::HeapTuple) -> RowVersion {
-    // SAFETY: see the contract; the header and the item pointer are plain fields.
-    unsafe {
-        let place = (*row).t_self;
-        RowVersion {
-            inserted_by: (*(*row).t_data).t_choice.t_heap.t_xmin,
-            block: (u32::from(place.ip_blkid.bi_hi) << 16) | u32::from(place.ip_blkid.bi_lo),
-            offset: place.ip_posid,
-        }
+    // SAFETY: `row` is valid (see the contract).
+    let place = unsafe { (*row).t_self };
+    // SAFETY: as above.
+    let header = unsafe { (*row).t_data };
+    // SAFETY: a scanned row's header, valid while the scan lasts.
+    let header = unsafe { &*header };
+    // SAFETY: a heap tuple's header holds its inserting transaction in `t_heap`.
+    let inserted_by = unsafe { header.t_choice.t_heap.t_xmin };
+    let (block, offset) = pgrx::itemptr::item_pointer_get_both(place);
+    RowVersion {
+        inserted_by,
+        block,
+        offset,
     }
 }
 
@@ -438,8 +453,10 @@ unsafe fn row_version(row: pg_sys::HeapTuple) -> RowVersion {
 /// # Safety
 /// As for [`row_version`].
 unsafe fn updated(row: pg_sys::HeapTuple) -> bool {
-    // SAFETY: see the contract.
-    unsafe { (*(*row).t_data).t_infomask & pg_sys::HEAP_UPDATED as u16 != 0 }
+    // SAFETY: `row` is valid (see the contract).
+    let header = unsafe { (*row).t_data };
+    // SAFETY: a scanned row's header, valid while the scan lasts.
+    unsafe { (*header).t_infomask & pg_sys::HEAP_UPDATED as u16 != 0 }
 }
 
 /// The value of column `column` of a catalog row, found by name in the row's descriptor (a
@@ -453,14 +470,13 @@ unsafe fn stored_value(
     descriptor: pg_sys::TupleDesc,
     column: &str,
 ) -> Option<pg_sys::Datum> {
-    // SAFETY: see the contract.
-    unsafe {
-        PgTupleDesc::from_pg_unchecked(descriptor)
-            .iter()
-            .find(|attribute| !attribute.is_dropped() && attribute.name() == column)
-            .and_then(|attribute| NonZeroUsize::new(attribute.num().max(0) as usize))
-            .and_then(|number| pgrx::heap_getattr_raw(row, number, descriptor))
-    }
+    // SAFETY: a valid descriptor (see the contract), borrowed for this call.
+    unsafe { PgTupleDesc::from_pg_unchecked(descriptor) }
+        .iter()
+        .find(|attribute| !attribute.is_dropped() && attribute.name() == column)
+        .and_then(|attribute| NonZeroUsize::new(attribute.num().max(0) as usize))
+        // SAFETY: `row` is a tuple of that descriptor, valid for the call.
+        .and_then(|number| unsafe { pgrx::heap_getattr_raw(row, number, descriptor) })
 }
 
 /// The layout a catalog row holds, as stored (not validated): a missing or NULL field reads as
@@ -501,8 +517,10 @@ unsafe fn stored_layout(row: pg_sys::HeapTuple, descriptor: pg_sys::TupleDesc) -
 /// # Safety
 /// As for [`stored_value`].
 unsafe fn stored_name(row: pg_sys::HeapTuple, descriptor: pg_sys::TupleDesc) -> Option<String> {
-    // SAFETY: see the contract; the name column is text.
-    unsafe { String::from_datum(stored_value(row, descriptor, "name")?, false) }
+    // SAFETY: see the contract.
+    let value = unsafe { stored_value(row, descriptor, "name") }?;
+    // SAFETY: the name column is text.
+    unsafe { String::from_datum(value, false) }
 }
 
 /// Every sequence of the catalog: name, preset and layout, in name order.
@@ -583,12 +601,14 @@ static DELETING: AtomicBool = AtomicBool::new(false);
 pub unsafe extern "C-unwind" fn snowflake_catalog_guard(
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> pg_sys::Datum {
-    // SAFETY: called by the trigger manager (see above), whose context is a TriggerData.
-    let trigger = unsafe { (*fcinfo).context.cast::<pg_sys::TriggerData>() };
-    // SAFETY: a row trigger's event and tuple, valid for this call.
-    let (event, row) = unsafe { ((*trigger).tg_event, (*trigger).tg_trigtuple) };
-    // SAFETY: the relation the trigger fired on, valid for this call.
-    let table = unsafe { (*(*trigger).tg_relation).rd_id };
+    // SAFETY: called by the trigger manager (see above) with a valid fcinfo.
+    let context = unsafe { (*fcinfo).context };
+    // SAFETY: the context is a TriggerData, valid for this call.
+    let trigger = unsafe { &*context.cast::<pg_sys::TriggerData>() };
+    let (event, row) = (trigger.tg_event, trigger.tg_trigtuple);
+    // SAFETY: the relation the trigger fired on, open for this call.
+    let relation = unsafe { &*trigger.tg_relation };
+    let table = relation.rd_id;
     // Everybody may execute the function (privileges are decided when functions run): it
     // guards the extension's catalog table and nothing else, whose columns it reads by type.
     if find().map(|catalog| catalog.oid) != Some(table) {
@@ -597,7 +617,7 @@ pub unsafe extern "C-unwind" fn snowflake_catalog_guard(
     let operation = event & pg_sys::TRIGGER_EVENT_OPMASK;
     if operation == pg_sys::TRIGGER_EVENT_INSERT {
         // SAFETY: the inserted row of this table, described by its relation's descriptor.
-        unsafe { refuse_unservable_row(row, (*(*trigger).tg_relation).rd_att) };
+        unsafe { refuse_unservable_row(row, relation.rd_att) };
         return pg_sys::Datum::from(row);
     }
     let deleting = operation == pg_sys::TRIGGER_EVENT_DELETE;
@@ -614,7 +634,9 @@ pub unsafe extern "C-unwind" fn snowflake_catalog_guard(
 /// As for [`stored_layout`].
 unsafe fn refuse_unservable_row(row: pg_sys::HeapTuple, descriptor: pg_sys::TupleDesc) {
     // SAFETY: see the contract.
-    let (name, layout) = unsafe { (stored_name(row, descriptor), stored_layout(row, descriptor)) };
+    let name = unsafe { stored_name(row, descriptor) };
+    // SAFETY: see the contract.
+    let layout = unsafe { stored_layout(row, descriptor) };
     let name = name.unwrap_or_default();
     if !name_fits(&name) {
         errors::catalog_row_refused(

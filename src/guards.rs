@@ -57,9 +57,29 @@ impl OpenRelation {
         }
     }
 
+    /// The relation `oid`, locked in `mode` (`relation_open`: an error when it is gone).
+    pub fn open(oid: pg_sys::Oid, mode: pg_sys::LOCKMODE, lock: Lock) -> Self {
+        // SAFETY: opening a relation by OID inside a transaction; PostgreSQL raises an error
+        // rather than return an unusable relation.
+        let relation = unsafe { pg_sys::relation_open(oid, mode) };
+        OpenRelation {
+            relation,
+            released_at_close: lock.released_at_close(mode),
+        }
+    }
+
     /// The relcache entry, valid while the guard lives.
     pub fn as_ptr(&self) -> pg_sys::Relation {
         self.relation
+    }
+
+    /// Its `pg_class` row, copied out of the relcache entry: a rebuild of the entry (at the
+    /// next invalidation) may replace the row the entry points to.
+    pub fn class(&self) -> pg_sys::FormData_pg_class {
+        // SAFETY: the relation is open, so its relcache entry is valid.
+        let row = unsafe { (*self.relation).rd_rel };
+        // SAFETY: an open relation's entry always holds its pg_class row.
+        unsafe { *row }
     }
 }
 
@@ -78,9 +98,10 @@ impl ActiveSnapshot {
     /// The transaction snapshot taken now (`GetTransactionSnapshot`), pushed on the stack of
     /// active snapshots.
     pub fn of_now() -> Self {
-        // SAFETY: inside a transaction; the snapshot is copied onto the active stack, which
-        // the guard pops.
-        unsafe { pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot()) };
+        // SAFETY: inside a transaction, where PostgreSQL takes (or reuses) its snapshot.
+        let snapshot = unsafe { pg_sys::GetTransactionSnapshot() };
+        // SAFETY: a valid snapshot, copied onto the active stack, which the guard pops.
+        unsafe { pg_sys::PushActiveSnapshot(snapshot) };
         ActiveSnapshot(())
     }
 
