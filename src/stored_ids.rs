@@ -50,14 +50,14 @@ use crate::system_clock;
 pub unsafe extern "C-unwind" fn snowflake_stored_ids_ahead_of_new_indexes(
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> pg_sys::Datum {
-    // SAFETY: the context is null or a node, whose tag says what it is (see the contract).
-    let command = unsafe {
-        let context = (*fcinfo).context;
-        if context.is_null() || (*context).type_ != pg_sys::NodeTag::T_EventTriggerData {
-            errors::not_called_as_event_trigger().raise();
-        }
-        (*context.cast::<pg_sys::EventTriggerData>()).parsetree
-    };
+    // SAFETY: PostgreSQL calls it with a valid fcinfo (see the contract).
+    let context = unsafe { (*fcinfo).context };
+    // SAFETY: the context is null or a node, whose tag says what it is.
+    if !unsafe { pgrx::is_a(context, pg_sys::NodeTag::T_EventTriggerData) } {
+        errors::not_called_as_event_trigger().raise();
+    }
+    // SAFETY: an EventTriggerData, as its tag says, living for the call.
+    let command = unsafe { (*context.cast::<pg_sys::EventTriggerData>()).parsetree };
     // SAFETY: the statement that fired the trigger, a parse tree valid for this call.
     if shared_memory::try_state().is_none() || !unsafe { may_index_or_set_default(command) } {
         return pg_sys::Datum::from(0);
@@ -88,33 +88,37 @@ pub extern "C" fn pg_finfo_snowflake_stored_ids_ahead_of_new_indexes(
 /// `command` is a valid parse tree.
 unsafe fn may_index_or_set_default(command: *mut pg_sys::Node) -> bool {
     use pg_sys::AlterTableType as Subcommand;
-    // SAFETY: see the contract; each node's tag is checked before it is read as its kind.
-    unsafe {
-        if command.is_null() || (*command).type_ != pg_sys::NodeTag::T_AlterTableStmt {
-            return true;
-        }
-        let statement = command.cast::<pg_sys::AlterTableStmt>();
-        PgList::<pg_sys::AlterTableCmd>::from_pg((*statement).cmds)
-            .iter_ptr()
-            .any(|subcommand| {
-                let definition = (*subcommand).def;
-                match (*subcommand).subtype {
-                    Subcommand::AT_AddColumn => {
-                        !definition.is_null()
-                            && (*definition).type_ == pg_sys::NodeTag::T_ColumnDef
-                            && column_builds_an_index(definition.cast())
-                    }
-                    Subcommand::AT_AddConstraint => builds_an_index(definition),
-                    Subcommand::AT_ColumnDefault => !definition.is_null(),
-                    Subcommand::AT_AddIndex
-                    | Subcommand::AT_ReAddIndex
-                    | Subcommand::AT_AddIndexConstraint
-                    | Subcommand::AT_AlterColumnType
-                    | Subcommand::AT_AttachPartition => true,
-                    _ => false,
-                }
-            })
+    // SAFETY: `command` is null or a valid node (see the contract), whose tag is read first.
+    if !unsafe { pgrx::is_a(command, pg_sys::NodeTag::T_AlterTableStmt) } {
+        return true;
     }
+    // SAFETY: an AlterTableStmt, as its tag says.
+    let subcommands = unsafe { (*command.cast::<pg_sys::AlterTableStmt>()).cmds };
+    // SAFETY: the statement's list of subcommands (null when empty).
+    let subcommands = unsafe { PgList::<pg_sys::AlterTableCmd>::from_pg(subcommands) };
+    let may = subcommands.iter_ptr().any(|subcommand| {
+        // SAFETY: each element of the list is a valid AlterTableCmd.
+        let subcommand = unsafe { &*subcommand };
+        let definition = subcommand.def;
+        match subcommand.subtype {
+            Subcommand::AT_AddColumn => {
+                // SAFETY: the definition is null or a valid node, whose tag is read first.
+                let is_column = unsafe { pgrx::is_a(definition, pg_sys::NodeTag::T_ColumnDef) };
+                // SAFETY: a ColumnDef, as its tag says.
+                is_column && unsafe { column_builds_an_index(definition.cast()) }
+            }
+            // SAFETY: the definition is null or a valid node.
+            Subcommand::AT_AddConstraint => unsafe { builds_an_index(definition) },
+            Subcommand::AT_ColumnDefault => !definition.is_null(),
+            Subcommand::AT_AddIndex
+            | Subcommand::AT_ReAddIndex
+            | Subcommand::AT_AddIndexConstraint
+            | Subcommand::AT_AlterColumnType
+            | Subcommand::AT_AttachPartition => true,
+            _ => false,
+        }
+    });
+    may
 }
 
 /// Whether a new column's definition builds an index (a default alone does not matter: the
@@ -123,12 +127,13 @@ unsafe fn may_index_or_set_default(command: *mut pg_sys::Node) -> bool {
 /// # Safety
 /// `column` is a valid `ColumnDef` of a raw parse tree.
 unsafe fn column_builds_an_index(column: *mut pg_sys::ColumnDef) -> bool {
-    // SAFETY: see the contract.
-    unsafe {
-        PgList::<pg_sys::Node>::from_pg((*column).constraints)
-            .iter_ptr()
-            .any(|constraint| builds_an_index(constraint))
-    }
+    // SAFETY: a valid ColumnDef (see the contract).
+    let constraints = unsafe { (*column).constraints };
+    // SAFETY: its list of constraint nodes (null when empty).
+    unsafe { PgList::<pg_sys::Node>::from_pg(constraints) }
+        .iter_ptr()
+        // SAFETY: each element of the list is a valid node.
+        .any(|constraint| unsafe { builds_an_index(constraint) })
 }
 
 /// Whether `node` is a constraint that builds an index: a primary key, a unique or an
@@ -138,15 +143,14 @@ unsafe fn column_builds_an_index(column: *mut pg_sys::ColumnDef) -> bool {
 /// `node` is null or a valid node.
 unsafe fn builds_an_index(node: *mut pg_sys::Node) -> bool {
     use pg_sys::ConstrType as Kind;
-    // SAFETY: see the contract; the tag is checked before the node is read as a Constraint.
-    unsafe {
-        !node.is_null()
-            && (*node).type_ == pg_sys::NodeTag::T_Constraint
-            && matches!(
-                (*node.cast::<pg_sys::Constraint>()).contype,
-                Kind::CONSTR_PRIMARY | Kind::CONSTR_UNIQUE | Kind::CONSTR_EXCLUSION
-            )
-    }
+    // SAFETY: `node` is null or a valid node (see the contract), whose tag is read first.
+    let is_constraint = unsafe { pgrx::is_a(node, pg_sys::NodeTag::T_Constraint) };
+    is_constraint
+        && matches!(
+            // SAFETY: a Constraint, as its tag says.
+            unsafe { (*node.cast::<pg_sys::Constraint>()).contype },
+            Kind::CONSTR_PRIMARY | Kind::CONSTR_UNIQUE | Kind::CONSTR_EXCLUSION
+        )
 }
 
 /// The objects of the command that fired the trigger, as PostgreSQL collected them: relations
@@ -262,13 +266,15 @@ fn indexes_of_table(table: pg_sys::Oid) -> Vec<pg_sys::Oid> {
     else {
         return Vec::new();
     };
-    // SAFETY: the index list of a relation that is open, copied out and freed.
-    unsafe {
-        let list = pg_sys::RelationGetIndexList(opened.as_ptr());
-        let indexes = PgList::<pg_sys::Oid>::from_pg(list).iter_oid().collect();
-        pg_sys::list_free(list);
-        indexes
-    }
+    // SAFETY: the table is open; the list returned is a copy.
+    let list = unsafe { pg_sys::RelationGetIndexList(opened.as_ptr()) };
+    // SAFETY: that list of OIDs (null when empty), copied out before it is freed.
+    let indexes = unsafe { PgList::<pg_sys::Oid>::from_pg(list) }
+        .iter_oid()
+        .collect();
+    // SAFETY: the copy, freed once.
+    unsafe { pg_sys::list_free(list) };
+    indexes
 }
 
 unsafe extern "C-unwind" {
@@ -285,16 +291,16 @@ unsafe extern "C-unwind" {
 /// The leaves below a partitioned table or index: the partitions (or their indexes) at every
 /// level, each locked for reading as the command already holds it.
 fn partitions_below(relation: pg_sys::Oid) -> Vec<pg_sys::Oid> {
-    // SAFETY: PostgreSQL's walk of pg_inherits inside a transaction; the list it returns (the
-    // relation first, then every descendant) is copied out and freed.
-    let members: Vec<pg_sys::Oid> = unsafe {
-        let list = pg_sys::ffi::pg_guard_ffi_boundary(|| {
-            find_all_inheritors(relation, ACCESS_SHARE, std::ptr::null_mut())
-        });
-        let members = PgList::<pg_sys::Oid>::from_pg(list).iter_oid().collect();
-        pg_sys::list_free(list);
-        members
-    };
+    // SAFETY: PostgreSQL's walk of pg_inherits inside a transaction, no parents asked for.
+    let walk = || unsafe { find_all_inheritors(relation, ACCESS_SHARE, std::ptr::null_mut()) };
+    // SAFETY: a PostgreSQL call, whose ERROR the boundary turns into a Rust panic.
+    let list = unsafe { pg_sys::ffi::pg_guard_ffi_boundary(walk) };
+    // SAFETY: the list it returns (the relation first, then every descendant), copied out.
+    let members: Vec<pg_sys::Oid> = unsafe { PgList::<pg_sys::Oid>::from_pg(list) }
+        .iter_oid()
+        .collect();
+    // SAFETY: that list, a palloc'd one of this call's, freed once.
+    unsafe { pg_sys::list_free(list) };
     members
         .into_iter()
         .filter(|&member| member != relation)
@@ -331,57 +337,74 @@ const INTEGER_BTREE_FAMILY: u32 = 1976;
 /// table's owner; None otherwise, and for an empty column.
 fn largest_indexed_id(index: pg_sys::Oid) -> Option<Largest> {
     let index_relation = OpenRelation::try_open(index, ACCESS_SHARE, Lock::ReleasedAtClose)?;
-    // SAFETY: the index's fields are read from its relcache entry while it is open.
-    let (form, first_key) = unsafe {
-        let index_relation = index_relation.as_ptr();
-        let form = (*index_relation).rd_index;
-        let is_index =
-            (*(*index_relation).rd_rel).relkind == pg_sys::RELKIND_INDEX as std::ffi::c_char;
-        let first_key = if is_index && !form.is_null() {
-            (*form).indkey.values.as_slice(1)[0]
-        } else {
-            0
-        };
-        let plain = first_key > 0
-            && (*form).indisvalid
-            && (*(*index_relation).rd_rel).relam == pg_sys::BTREE_AM_OID
-            && *(*index_relation).rd_opfamily == pg_sys::Oid::from(INTEGER_BTREE_FAMILY)
-            && *(*index_relation).rd_opcintype == pg_sys::INT8OID
-            && pg_sys::heap_attisnull(
-                (*index_relation).rd_indextuple,
+    let (table, first_key) = plain_int8_key(&index_relation)?;
+    let table_relation = OpenRelation::table(table, ACCESS_SHARE, Lock::ReleasedAtClose);
+    let table_row = table_relation.class();
+    let owner = table_row.relowner;
+    // SAFETY: a syscache lookup of a column of a table that is open, inside a transaction.
+    if unsafe { pg_sys::get_atttype(table, first_key) } != pg_sys::INT8OID {
+        return None;
+    }
+    // SAFETY: a plain read of this backend's current role.
+    let role = unsafe { pg_sys::GetUserId() };
+    // SAFETY: a role membership check (syscache), inside a transaction.
+    if !unsafe { pg_sys::has_privs_of_role(role, owner) } {
+        return None;
+    }
+    // SAFETY: the table is open and locked.
+    let sequence = unsafe { snowflake_default_of(table_relation.as_ptr(), first_key) }
+        .filter(|_| !citus::distributes(table))?;
+    // SAFETY: the checks above establish `last_entry`'s contract: both relations open and
+    // locked, a btree index on the table whose first key is this `bigint` column.
+    let id = unsafe { last_entry(table_relation.as_ptr(), index_relation.as_ptr(), first_key) }?;
+    // SAFETY: the table's name, a NUL-terminated NameData in the row copied above.
+    let table_name =
+        unsafe { catalog::qualified(table_row.relnamespace, table_row.relname.data.as_ptr()) };
+    // SAFETY: a syscache lookup of a column that exists (an error otherwise): a palloc'd copy.
+    let column = unsafe { pg_sys::get_attname(table, first_key, false) };
+    // SAFETY: a syscache lookup of the owner (an error when gone): a palloc'd copy of the name.
+    let owner = unsafe { pg_sys::GetUserNameFromId(owner, false) };
+    Some(Largest {
+        table: table_name,
+        // SAFETY: the copy of the column's name.
+        column: unsafe { catalog::quoted(column) },
+        // SAFETY: the copy of the owner's name.
+        owner: unsafe { catalog::quoted(owner) },
+        sequence,
+        id,
+    })
+}
+
+/// The table of `index` and the column that leads it, when `index` is a valid btree index
+/// without a predicate whose first key is a column under the built-in integer comparisons of
+/// `bigint`; read from its relcache entry.
+fn plain_int8_key(index: &OpenRelation) -> Option<(pg_sys::Oid, pg_sys::AttrNumber)> {
+    let class = index.class();
+    // SAFETY: the index is open, so its relcache entry is valid; nothing below rebuilds it.
+    let entry = unsafe { &*index.as_ptr() };
+    if class.relkind != pg_sys::RELKIND_INDEX as std::ffi::c_char || entry.rd_index.is_null() {
+        return None;
+    }
+    // SAFETY: an index's pg_index row, non-null, valid while it is open.
+    let form = unsafe { &*entry.rd_index };
+    // SAFETY: the row's key columns, of which an index has at least one.
+    let first_key = unsafe { form.indkey.values.as_slice(1) }[0];
+    let plain = first_key > 0
+        && form.indisvalid
+        && class.relam == pg_sys::BTREE_AM_OID
+        // SAFETY: an index's operator families, one per key column.
+        && unsafe { *entry.rd_opfamily } == pg_sys::Oid::from(INTEGER_BTREE_FAMILY)
+        // SAFETY: an index's key columns' input types, one per key column.
+        && unsafe { *entry.rd_opcintype } == pg_sys::INT8OID
+        // SAFETY: the index's pg_index tuple, whose column indpred is read.
+        && unsafe {
+            pg_sys::heap_attisnull(
+                entry.rd_indextuple,
                 pg_sys::Anum_pg_index_indpred as i32,
                 std::ptr::null_mut(),
-            );
-        plain.then_some((form, first_key))
-    }?;
-    // SAFETY: `form` is the open index's pg_index row.
-    let table = unsafe { (*form).indrelid };
-    let table_relation = OpenRelation::table(table, ACCESS_SHARE, Lock::ReleasedAtClose);
-    // SAFETY: the table's fields are read from its relcache entry while it is open; the value
-    // is read by `last_entry`, whose contract the checks above establish (both relations open
-    // and locked, a btree index on the table whose first key is this `bigint` column).
-    unsafe {
-        let table_row = (*table_relation.as_ptr()).rd_rel;
-        let owner = (*table_row).relowner;
-        if pg_sys::get_atttype(table, first_key) != pg_sys::INT8OID
-            || !pg_sys::has_privs_of_role(pg_sys::GetUserId(), owner)
-        {
-            return None;
-        }
-        let sequence = snowflake_default_of(table_relation.as_ptr(), first_key)
-            .filter(|_| !citus::distributes(table))?;
-        let id = last_entry(table_relation.as_ptr(), index_relation.as_ptr(), first_key)?;
-        Some(Largest {
-            table: catalog::qualified(
-                (*table_row).relnamespace,
-                (*table_row).relname.data.as_ptr(),
-            ),
-            column: catalog::quoted(pg_sys::get_attname(table, first_key, false)),
-            owner: catalog::quoted(pg_sys::GetUserNameFromId(owner, false)),
-            sequence,
-            id,
-        })
-    }
+            )
+        };
+    plain.then_some((form.indrelid, first_key))
 }
 
 /// The sequence that column `column` of `table` draws its default from, when the default is a
@@ -394,57 +417,75 @@ unsafe fn snowflake_default_of(
     table: pg_sys::Relation,
     column: pg_sys::AttrNumber,
 ) -> Option<String> {
-    // SAFETY: see the contract; the descriptor's defaults are `num_defval` entries (a null
-    // pointer when there are none); each node's tag is checked before it is read as its kind.
-    unsafe {
-        let constraints = (*(*table).rd_att).constr;
-        if constraints.is_null() || (*constraints).defval.is_null() {
-            return None;
-        }
-        let defaults =
-            std::slice::from_raw_parts((*constraints).defval, (*constraints).num_defval.into());
-        let default = defaults.iter().find(|default| default.adnum == column)?;
-        let expression = pg_sys::stringToNode(default.adbin).cast::<pg_sys::Node>();
-        if expression.is_null() || (*expression).type_ != pg_sys::NodeTag::T_FuncExpr {
-            return None;
-        }
-        let call = expression.cast::<pg_sys::FuncExpr>();
-        if !is_snowflake_nextval((*call).funcid) {
-            return None;
-        }
-        // `snowflake_nextval()` is stored without its argument (the planner adds the declared
-        // default, 'default', to the call).
-        let arguments = PgList::<pg_sys::Node>::from_pg((*call).args);
-        let argument = match arguments.len() {
-            0 => return Some("default".to_owned()),
-            1 => arguments.get_ptr(0)?,
-            _ => return None,
-        };
-        if (*argument).type_ != pg_sys::NodeTag::T_Const {
-            return None;
-        }
-        let constant = argument.cast::<pg_sys::Const>();
-        if (*constant).constisnull || (*constant).consttype != pg_sys::TEXTOID {
-            return None;
-        }
-        let text = pg_sys::text_to_cstring((*constant).constvalue.cast_mut_ptr());
-        Some(CStr::from_ptr(text).to_string_lossy().into_owned())
+    // SAFETY: `table` is open (see the contract), so its relcache entry is valid.
+    let descriptor = unsafe { (*table).rd_att };
+    // SAFETY: an open relation's descriptor.
+    let constraints = unsafe { (*descriptor).constr };
+    if constraints.is_null() {
+        return None;
     }
+    // SAFETY: the descriptor's constraints, non-null.
+    let constraints = unsafe { &*constraints };
+    if constraints.defval.is_null() {
+        return None;
+    }
+    // SAFETY: the descriptor's defaults: `num_defval` entries at a non-null `defval`.
+    let defaults =
+        unsafe { std::slice::from_raw_parts(constraints.defval, constraints.num_defval.into()) };
+    let default = defaults.iter().find(|default| default.adnum == column)?;
+    // SAFETY: a default's expression as PostgreSQL stored it (nodeToString), read anew.
+    let expression = unsafe { pg_sys::stringToNode(default.adbin) }.cast::<pg_sys::Node>();
+    // SAFETY: `expression` is null or a valid node, whose tag is read first.
+    if !unsafe { pgrx::is_a(expression, pg_sys::NodeTag::T_FuncExpr) } {
+        return None;
+    }
+    // SAFETY: a FuncExpr, as its tag says.
+    let call = unsafe { &*expression.cast::<pg_sys::FuncExpr>() };
+    if !is_snowflake_nextval(call.funcid) {
+        return None;
+    }
+    // `snowflake_nextval()` is stored without its argument (the planner adds the declared
+    // default, 'default', to the call).
+    // SAFETY: the call's list of argument nodes (null when empty).
+    let arguments = unsafe { PgList::<pg_sys::Node>::from_pg(call.args) };
+    let argument = match arguments.len() {
+        0 => return Some("default".to_owned()),
+        1 => arguments.get_ptr(0)?,
+        _ => return None,
+    };
+    // SAFETY: an element of the list, a valid node.
+    if unsafe { (*argument).type_ } != pg_sys::NodeTag::T_Const {
+        return None;
+    }
+    // SAFETY: a Const, as its tag says.
+    let constant = unsafe { &*argument.cast::<pg_sys::Const>() };
+    if constant.constisnull || constant.consttype != pg_sys::TEXTOID {
+        return None;
+    }
+    // SAFETY: a non-null `text` constant; the result is a palloc'd copy.
+    let text = unsafe { pg_sys::text_to_cstring(constant.constvalue.cast_mut_ptr()) };
+    // SAFETY: that copy, NUL-terminated.
+    Some(
+        unsafe { CStr::from_ptr(text) }
+            .to_string_lossy()
+            .into_owned(),
+    )
 }
 
 /// Whether function `function` is this extension's `snowflake_nextval(text)`: its name and
 /// arity, and its membership of the extension (a role's function of that name is not it).
 fn is_snowflake_nextval(function: pg_sys::Oid) -> bool {
-    // SAFETY: syscache and catalog lookups by OID inside a transaction; the name is compared
-    // at once.
-    unsafe {
-        let name = pg_sys::get_func_name(function);
-        !name.is_null()
-            && CStr::from_ptr(name) == c"snowflake_nextval"
-            && pg_sys::get_func_nargs(function) == 1
-            && pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, function)
-                == pg_sys::get_extension_oid(c"snowflake_id".as_ptr(), true)
-    }
+    // SAFETY: a syscache lookup by OID inside a transaction: a palloc'd copy, or null.
+    let name = unsafe { pg_sys::get_func_name(function) };
+    !name.is_null()
+        // SAFETY: that copy, NUL-terminated.
+        && unsafe { CStr::from_ptr(name) } == c"snowflake_nextval"
+        // SAFETY: a syscache lookup by OID inside a transaction.
+        && unsafe { pg_sys::get_func_nargs(function) } == 1
+        // SAFETY: a scan of pg_depend inside a transaction.
+        && unsafe { pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, function) }
+            // SAFETY: a catalog lookup of a static name inside a transaction (missing_ok).
+            == unsafe { pg_sys::get_extension_oid(c"snowflake_id".as_ptr(), true) }
 }
 
 /// The last non-NULL entry of the first key of `index` (the first one for a descending key),
@@ -458,10 +499,10 @@ unsafe fn last_entry(
     index: pg_sys::Relation,
     column: pg_sys::AttrNumber,
 ) -> Option<i64> {
-    // SAFETY: see the function's contract; the scan key asks btree for non-NULL entries only
-    // (SK_SEARCHNOTNULL), which it supports, so NULLs sorted last are skipped.
+    let mut not_null = pg_sys::ScanKeyData::default();
+    // SAFETY: fills `not_null` to ask btree for non-NULL entries only (SK_SEARCHNOTNULL, which
+    // it supports), so NULLs sorted last are skipped.
     unsafe {
-        let mut not_null = pg_sys::ScanKeyData::default();
         pg_sys::ScanKeyEntryInitialize(
             &mut not_null,
             (pg_sys::SK_ISNULL | pg_sys::SK_SEARCHNOTNULL) as i32,
@@ -471,37 +512,55 @@ unsafe fn last_entry(
             pg_sys::InvalidOid,
             pg_sys::InvalidOid,
             pg_sys::Datum::from(0),
-        );
-        // A snapshot of now: the command's own rows (a table rewritten by ALTER COLUMN … TYPE)
-        // are not visible to the one it ran with, which the event trigger inherits.
-        let now = ActiveSnapshot::of_now();
-        let snapshot = now.get();
-        #[cfg(feature = "pg18")]
-        let scan = pg_sys::index_beginscan(table, index, snapshot, std::ptr::null_mut(), 1, 0);
-        #[cfg(not(feature = "pg18"))]
-        let scan = pg_sys::index_beginscan(table, index, snapshot, 1, 0);
-        pg_sys::index_rescan(scan, &mut not_null, 1, std::ptr::null_mut(), 0);
-        let descending = *(*index).rd_indoption & pg_sys::INDOPTION_DESC as i16 != 0;
-        let direction = if descending {
-            pg_sys::ScanDirection::ForwardScanDirection
-        } else {
-            pg_sys::ScanDirection::BackwardScanDirection
-        };
-        let slot = pg_sys::table_slot_create(table, std::ptr::null_mut());
-        let id = pg_sys::index_getnext_slot(scan, direction, slot).then(|| {
-            let mut should_free = false;
-            let tuple = pg_sys::ExecFetchSlotHeapTuple(slot, false, &mut should_free);
-            let number = std::num::NonZeroUsize::new(column as usize)?;
-            let datum = pgrx::heap_getattr_raw(tuple, number, (*table).rd_att)?;
-            let id = i64::from_datum(datum, false);
-            if should_free {
-                pg_sys::heap_freetuple(tuple);
-            }
-            id
-        });
-        pg_sys::ExecDropSingleTupleTableSlot(slot);
-        pg_sys::index_endscan(scan);
-        drop(now);
-        id.flatten()
-    }
+        )
+    };
+    // A snapshot of now: the command's own rows (a table rewritten by ALTER COLUMN … TYPE)
+    // are not visible to the one it ran with, which the event trigger inherits.
+    let now = ActiveSnapshot::of_now();
+    let snapshot = now.get();
+    // SAFETY: both relations are open and locked (see the contract), and the snapshot is
+    // active until the scan ends below.
+    #[cfg(feature = "pg18")]
+    let scan =
+        unsafe { pg_sys::index_beginscan(table, index, snapshot, std::ptr::null_mut(), 1, 0) };
+    // SAFETY: as above.
+    #[cfg(not(feature = "pg18"))]
+    let scan = unsafe { pg_sys::index_beginscan(table, index, snapshot, 1, 0) };
+    // SAFETY: the scan just begun, with one key on the index's first column.
+    unsafe { pg_sys::index_rescan(scan, &mut not_null, 1, std::ptr::null_mut(), 0) };
+    // SAFETY: `index` is open, so its relcache entry is valid.
+    let options = unsafe { (*index).rd_indoption };
+    // SAFETY: an index's options, one per key column.
+    let descending = unsafe { *options } & pg_sys::INDOPTION_DESC as i16 != 0;
+    let direction = if descending {
+        pg_sys::ScanDirection::ForwardScanDirection
+    } else {
+        pg_sys::ScanDirection::BackwardScanDirection
+    };
+    // SAFETY: a slot for rows of `table`, which is open; dropped below.
+    let slot = unsafe { pg_sys::table_slot_create(table, std::ptr::null_mut()) };
+    // SAFETY: the scan and the slot above; the entry's row is fetched into the slot.
+    let id = unsafe { pg_sys::index_getnext_slot(scan, direction, slot) }.then(|| {
+        let mut should_free = false;
+        // SAFETY: the slot holds the row just fetched.
+        let tuple = unsafe { pg_sys::ExecFetchSlotHeapTuple(slot, false, &mut should_free) };
+        let number = std::num::NonZeroUsize::new(column as usize)?;
+        // SAFETY: `table` is open, so its relcache entry is valid.
+        let descriptor = unsafe { (*table).rd_att };
+        // SAFETY: a row of `table`, described by its descriptor.
+        let datum = unsafe { pgrx::heap_getattr_raw(tuple, number, descriptor) }?;
+        // SAFETY: the column is a `bigint` (see the contract).
+        let id = unsafe { i64::from_datum(datum, false) };
+        if should_free {
+            // SAFETY: the copy ExecFetchSlotHeapTuple made, freed once.
+            unsafe { pg_sys::heap_freetuple(tuple) };
+        }
+        id
+    });
+    // SAFETY: the slot created above, dropped once.
+    unsafe { pg_sys::ExecDropSingleTupleTableSlot(slot) };
+    // SAFETY: the scan begun above, ended once.
+    unsafe { pg_sys::index_endscan(scan) };
+    drop(now);
+    id.flatten()
 }
