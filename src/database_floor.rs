@@ -26,6 +26,7 @@ use snowflake_id_core::renewal::RenewalPolicy;
 use crate::catalog::{self, CatalogTable, Extension};
 use crate::errors;
 use crate::extension_directory::{self, this_database};
+use crate::guards::{Lock, OpenRelation};
 use crate::privileges::as_owner;
 use crate::reservation::{renewal_policy, ClusterReservation};
 use crate::shared_memory::{
@@ -326,24 +327,29 @@ struct SequenceData {
 /// no code of any role runs, so a session of any role reads its database's floor relations
 /// (whose owner is a superuser, `trusted_owner`) at PostgreSQL's own cost of a page read.
 fn read_sequence_page(relation: pg_sys::Oid) -> Option<(Option<i64>, pg_sys::XLogRecPtr)> {
+    // The page holds one tuple at the first item (sequence.c's read_seq_tuple reads it the same
+    // way), whose data begins `t_hoff` bytes into it with a `SequenceData`; it is read under the
+    // page's share lock (writers change it under the exclusive lock), released before the pin.
     with_sequence_page(relation, |buffer| {
-        // SAFETY: the page holds one tuple at the first item (sequence.c's read_seq_tuple reads
-        // it the same way), whose data begins `t_hoff` bytes into it with a `SequenceData`; it
-        // is read under the page's share lock (writers change it under the exclusive lock),
-        // released before the pin.
-        unsafe {
-            pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_SHARE as i32);
-            let page = pg_sys::BufferGetPage(buffer);
-            let lsn = pg_sys::BufferGetLSNAtomic(buffer);
-            let item = pg_sys::PageGetItem(page, pg_sys::PageGetItemId(page, 1)).cast::<u8>();
-            let header = item.cast::<pg_sys::HeapTupleHeaderData>();
-            let data = item
-                .add(usize::from((*header).t_hoff))
-                .cast::<SequenceData>()
-                .read_unaligned();
-            pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_UNLOCK as i32);
-            (data.is_called.then_some(data.last_value), lsn)
-        }
+        // SAFETY: a buffer `with_sequence_page` keeps pinned; unlocked below.
+        unsafe { pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_SHARE as i32) };
+        // SAFETY: the pinned buffer's page.
+        let page = unsafe { pg_sys::BufferGetPage(buffer) };
+        // SAFETY: the pinned buffer's LSN, read under its share lock.
+        let lsn = unsafe { pg_sys::BufferGetLSNAtomic(buffer) };
+        // SAFETY: a sequence's page has its one item at offset 1.
+        let item_id = unsafe { pg_sys::PageGetItemId(page, 1) };
+        // SAFETY: that item, on the locked page.
+        let item = unsafe { pg_sys::PageGetItem(page, item_id) }.cast::<u8>();
+        // SAFETY: the item is a heap tuple, which begins with its header.
+        let header_length = unsafe { (*item.cast::<pg_sys::HeapTupleHeaderData>()).t_hoff };
+        // SAFETY: the tuple's data begins `t_hoff` bytes in, inside the item.
+        let row = unsafe { item.add(usize::from(header_length)) }.cast::<SequenceData>();
+        // SAFETY: a sequence's row, read (unaligned) under the share lock.
+        let data = unsafe { row.read_unaligned() };
+        // SAFETY: releases the share lock taken above, before the pin.
+        unsafe { pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_UNLOCK as i32) };
+        (data.is_called.then_some(data.last_value), lsn)
     })
 }
 
@@ -354,21 +360,15 @@ fn with_sequence_page<T>(
     relation: pg_sys::Oid,
     read: impl FnOnce(pg_sys::Buffer) -> T,
 ) -> Option<T> {
-    let lock = catalog::ACCESS_SHARE;
-    // SAFETY: a sequence relation (checked in `locate`) has one page, block 0; it stays pinned
-    // while `read` runs, and the pin and the relation are released in the order they were
-    // taken (an ERROR in `read` releases both at the abort).
-    unsafe {
-        let opened = pg_sys::try_relation_open(relation, lock);
-        if opened.is_null() {
-            return None;
-        }
-        let buffer = pg_sys::ReadBuffer(opened, 0);
-        let result = read(buffer);
-        pg_sys::ReleaseBuffer(buffer);
-        pg_sys::relation_close(opened, pg_sys::NoLock as pg_sys::LOCKMODE);
-        Some(result)
-    }
+    let opened =
+        OpenRelation::try_open(relation, catalog::ACCESS_SHARE, Lock::KeptToTransactionEnd)?;
+    // SAFETY: a sequence relation (checked in `locate`), open, has one page, block 0; it stays
+    // pinned while `read` runs (an ERROR in `read` leaves the pin to the abort).
+    let buffer = unsafe { pg_sys::ReadBuffer(opened.as_ptr(), 0) };
+    let result = read(buffer);
+    // SAFETY: the pin taken above, released once, before the relation is closed.
+    unsafe { pg_sys::ReleaseBuffer(buffer) };
+    Some(result)
 }
 
 /// The end of this backend's last WAL record (what `setval` just inserted): the LSN it left on
@@ -526,14 +526,10 @@ const FLOOR_PROBES: usize = 8;
 fn this_cluster() -> i64 {
     // SAFETY: a plain read of a backend-local flag.
     debug_assert!(!unsafe { pg_sys::RecoveryInProgress() });
-    // SAFETY: the system identifier is fixed at startup; the insertion timeline is fixed once
-    // recovery has ended, which it has here, so both are plain reads of settled values.
-    let (system, timeline) = unsafe {
-        (
-            pg_sys::GetSystemIdentifier(),
-            pg_sys::GetWALInsertionTimeLine(),
-        )
-    };
+    // SAFETY: the system identifier is fixed at startup: a plain read.
+    let system = unsafe { pg_sys::GetSystemIdentifier() };
+    // SAFETY: the insertion timeline is fixed once recovery has ended, which it has here.
+    let timeline = unsafe { pg_sys::GetWALInsertionTimeLine() };
     writer_identity(system, timeline)
 }
 
@@ -546,13 +542,10 @@ fn flushable_insert_position() -> pg_sys::XLogRecPtr {
     let maxalign = |size: usize| (size + 7) & !7;
     let short_header = maxalign(std::mem::size_of::<pg_sys::XLogPageHeaderData>()) as u64;
     let long_header = maxalign(std::mem::size_of::<pg_sys::XLogLongPageHeaderData>()) as u64;
-    // SAFETY: reads the insert position and the segment size, both valid in any backend.
-    let (position, segment) = unsafe {
-        (
-            pg_sys::GetXLogInsertRecPtr(),
-            pg_sys::wal_segment_size as u64,
-        )
-    };
+    // SAFETY: reads the insert position from shared memory, valid in any backend.
+    let position = unsafe { pg_sys::GetXLogInsertRecPtr() };
+    // SAFETY: a plain read of the segment size, set at startup and never changed.
+    let segment = unsafe { pg_sys::wal_segment_size } as u64;
     let in_page = position % u64::from(pg_sys::XLOG_BLCKSZ);
     let header = if position % segment == long_header {
         long_header
@@ -599,18 +592,16 @@ fn locate(catalog: pg_sys::Oid) -> Option<FloorRelations> {
 /// set the floor, which counts for every database of the server.
 fn trusted_owner(relation: pg_sys::Oid) -> pg_sys::Oid {
     let owner = catalog::relation_owner(relation);
-    // SAFETY: reads the owner's role and name from the syscache; the name is copied before the
-    // next call.
-    unsafe {
-        if !pg_sys::superuser_arg(owner) {
-            errors::floor_relation_not_superuser_owned(
-                &catalog::relation_name(relation),
-                &catalog::quoted(pg_sys::GetUserNameFromId(owner, true)),
-            )
-            .raise();
-        }
-        owner
+    // SAFETY: a syscache lookup of the owner's role, inside a transaction.
+    if !unsafe { pg_sys::superuser_arg(owner) } {
+        let relation = catalog::relation_name(relation);
+        // SAFETY: as above: a palloc'd copy of the owner's name, or null when it is gone.
+        let name = unsafe { pg_sys::GetUserNameFromId(owner, true) };
+        // SAFETY: `name` is null or that copy.
+        let name = unsafe { catalog::quoted(name) };
+        errors::floor_relation_not_superuser_owned(&relation, &name).raise();
     }
+    owner
 }
 
 /// Runs `f` with the transaction's read-only flag cleared: the floor is written in read-only

@@ -52,6 +52,7 @@ use snowflake_id_core::layout::Layout;
 use snowflake_id_core::state_writes::StateWrites;
 
 use crate::catalog::{self, CatalogTable, RowVersion, MAX_NAME_BYTES};
+use crate::guards::{Lock, OpenRelation};
 use crate::shared_memory::{
     self, with_lwlock, Directory, DirectoryEntry, FloorRelations, NamedLayout, DIRECTORY_DATABASES,
     DIRECTORY_LAYOUTS,
@@ -397,15 +398,18 @@ static PREVIOUS_EXECUTOR_START_HOOK: OnceCell<pg_sys::ExecutorStart_hook_type> =
 /// Installs the hooks that see writes of the extension's state (from `_PG_init`, while
 /// preloading).
 pub fn install_hooks() {
-    // SAFETY: `_PG_init` runs once per process before any query; the previous hooks are kept
-    // and called, so other extensions' hooks keep working.
-    unsafe {
-        PREVIOUS_OBJECT_ACCESS_HOOK.get_or_init(|| pg_sys::object_access_hook);
-        pg_sys::object_access_hook = Some(on_object_access);
-        PREVIOUS_EXECUTOR_START_HOOK.get_or_init(|| pg_sys::ExecutorStart_hook);
-        pg_sys::ExecutorStart_hook = Some(on_executor_start);
-        pg_sys::RegisterSubXactCallback(Some(on_subtransaction_event), std::ptr::null_mut());
-    }
+    // `_PG_init` runs once per process before any query, single-threaded; the previous hooks
+    // are kept and called, so other extensions' hooks keep working.
+    // SAFETY: reads PostgreSQL's hook global while nothing else runs (see above).
+    PREVIOUS_OBJECT_ACCESS_HOOK.get_or_init(|| unsafe { pg_sys::object_access_hook });
+    // SAFETY: sets it while nothing else runs; the previous hook is kept just above.
+    unsafe { pg_sys::object_access_hook = Some(on_object_access) };
+    // SAFETY: as for the object access hook.
+    PREVIOUS_EXECUTOR_START_HOOK.get_or_init(|| unsafe { pg_sys::ExecutorStart_hook });
+    // SAFETY: as for the object access hook.
+    unsafe { pg_sys::ExecutorStart_hook = Some(on_executor_start) };
+    // SAFETY: registers a plain function for the life of the process, with no argument.
+    unsafe { pg_sys::RegisterSubXactCallback(Some(on_subtransaction_event), std::ptr::null_mut()) };
 }
 
 /// A `TRUNCATE`, `DROP` or `ALTER` (a rename, another schema, another owner) of a state relation
@@ -465,26 +469,48 @@ unsafe extern "C-unwind" fn on_executor_start(
     if flags & pg_sys::EXEC_FLAG_EXPLAIN_ONLY as std::ffi::c_int != 0 {
         return;
     }
-    // SAFETY: the executor's query descriptor, valid for the call; its plan's result relation
-    // list (null when empty) holds range table indexes, from 1, into its range table, a list
-    // of range table entries; both are read in place, as PostgreSQL's list_nth does.
-    let writes_state = unsafe {
-        let plan = (*query).plannedstmt;
-        let results = (*plan).resultRelations;
-        let count = if results.is_null() {
-            0
-        } else {
-            (*results).length
-        };
-        (0..count as usize).any(|position| {
-            let index = (*(*results).elements.add(position)).int_value as usize;
-            let entry = (*(*(*plan).rtable).elements.add(index - 1)).ptr_value;
-            is_state_relation((*entry.cast::<pg_sys::RangeTblEntry>()).relid)
-        })
+    // The plan's result relation list (null when empty) holds range table indexes, from 1,
+    // into its range table, a list of range table entries; both are read in place.
+    // SAFETY: the executor's query descriptor, valid for the call.
+    let plan = unsafe { (*query).plannedstmt };
+    // SAFETY: its planned statement, started above.
+    let plan = unsafe { &*plan };
+    let results = plan.resultRelations;
+    let count = if results.is_null() {
+        0
+    } else {
+        // SAFETY: a non-null list.
+        unsafe { (*results).length }
     };
+    let writes_state = (0..count as usize).any(|position| {
+        // SAFETY: an integer list of `count` cells.
+        let cell = unsafe { list_cell(results, position) };
+        // SAFETY: an integer list's cells hold ints.
+        let index = unsafe { cell.int_value } as usize;
+        // SAFETY: the range table, which holds every result relation's entry.
+        let cell = unsafe { list_cell(plan.rtable, index - 1) };
+        // SAFETY: a pointer list's cells hold pointers, here to a RangeTblEntry.
+        let entry = unsafe { cell.ptr_value }.cast::<pg_sys::RangeTblEntry>();
+        // SAFETY: a range table entry of the running plan.
+        is_state_relation(unsafe { (*entry).relid })
+    });
     if writes_state {
         forget_at_commit();
     }
+}
+
+/// Cell `position` of `list`, read in place, as PostgreSQL's `list_nth_cell` does.
+///
+/// # Safety
+/// `list` is a valid list of more than `position` cells.
+#[inline]
+unsafe fn list_cell(list: *mut pg_sys::List, position: usize) -> pg_sys::ListCell {
+    // SAFETY: a valid list (see the contract).
+    let cells = unsafe { (*list).elements };
+    // SAFETY: `position` is below its length, so inside its array of cells.
+    let cell = unsafe { cells.add(position) };
+    // SAFETY: a cell of the list.
+    unsafe { *cell }
 }
 
 /// Whether `relation` is in the extension's own schema, where only superusers create anything:
@@ -661,19 +687,15 @@ static FOLLOWED_XID: AtomicU32 = AtomicU32::new(0);
 /// sequence there. It stays open (locked for reading to the end of the transaction), as the
 /// first ID's read of it needs.
 fn floor_is_in_place((relations, namespace): (FloorRelations, pg_sys::Oid)) -> bool {
-    // SAFETY: opens a relation by OID inside a transaction (null when it no longer exists) and
-    // reads its pg_class row from the relcache entry before closing it; the lock is kept.
-    unsafe {
-        let opened = pg_sys::try_relation_open(relations.floor, catalog::ACCESS_SHARE);
-        if opened.is_null() {
-            return false;
-        }
-        let class = &*(*opened).rd_rel;
-        let in_place =
-            class.relkind as u8 == pg_sys::RELKIND_SEQUENCE && class.relnamespace == namespace;
-        pg_sys::relation_close(opened, pg_sys::NoLock as pg_sys::LOCKMODE);
-        in_place
-    }
+    let Some(opened) = OpenRelation::try_open(
+        relations.floor,
+        catalog::ACCESS_SHARE,
+        Lock::KeptToTransactionEnd,
+    ) else {
+        return false;
+    };
+    let class = opened.class();
+    class.relkind as u8 == pg_sys::RELKIND_SEQUENCE && class.relnamespace == namespace
 }
 
 /// This backend's database.
