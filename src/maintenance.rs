@@ -39,12 +39,12 @@ static PREVIOUS_PROCESS_UTILITY_HOOK: OnceCell<pg_sys::ProcessUtility_hook_type>
 
 /// Installs the utility hook (from `_PG_init`, while preloading).
 pub fn install_hook() {
-    // SAFETY: `_PG_init` runs once per process before any query; the previous hook is kept and
-    // called, so other extensions' hooks keep working.
-    unsafe {
-        PREVIOUS_PROCESS_UTILITY_HOOK.get_or_init(|| pg_sys::ProcessUtility_hook);
-        pg_sys::ProcessUtility_hook = Some(process_utility);
-    }
+    // `_PG_init` runs once per process before any query, single-threaded; the previous hook is
+    // kept and called, so other extensions' hooks keep working.
+    // SAFETY: reads PostgreSQL's hook global while nothing else runs (see above).
+    PREVIOUS_PROCESS_UTILITY_HOOK.get_or_init(|| unsafe { pg_sys::ProcessUtility_hook });
+    // SAFETY: sets it while nothing else runs; the previous hook is kept just above.
+    unsafe { pg_sys::ProcessUtility_hook = Some(process_utility) };
 }
 
 #[pg_guard]
@@ -59,28 +59,30 @@ unsafe extern "C-unwind" fn process_utility(
     destination: *mut pg_sys::DestReceiver,
     completion: *mut pg_sys::QueryCompletion,
 ) {
-    // SAFETY: superuser() reads this backend's cached role; the statement's tag is read
-    // before the command runs.
-    let guarded = !unsafe { pg_sys::superuser() }
-        && unsafe { (*statement).utilityStmt.as_ref() }.is_some_and(|node| may_lock(node.type_));
+    // SAFETY: superuser() reads this backend's cached role.
+    let superuser = unsafe { pg_sys::superuser() };
+    // SAFETY: PostgreSQL passes a planned utility statement, valid for the call.
+    let utility = unsafe { (*statement).utilityStmt };
+    // SAFETY: the statement's node (null or valid), whose tag is read before the command runs
+    // (it may change the tree).
+    let kind = unsafe { utility.as_ref() }.map(|node| node.type_);
+    let guarded = !superuser && kind.is_some_and(may_lock);
     let state = if guarded {
-        // SAFETY: PostgreSQL passes a planned utility statement, inside a transaction.
-        if let Some(relation) = unsafe { blocking_the_state((*statement).utilityStmt) } {
+        // SAFETY: a planned utility statement, inside a transaction.
+        if let Some(relation) = unsafe { blocking_the_state(utility) } {
             errors::maintenance_of_the_state(&relation).raise();
         }
         StateLocks::now()
     } else {
         StateLocks::default()
     };
-    // SAFETY: the statement's node tag, read before the command runs (it may change the tree).
-    let publishes = unsafe { (*statement).utilityStmt.as_ref() }
-        .is_some_and(|node| publications::may_publish_the_state(node.type_));
-    // SAFETY: PostgreSQL's own arguments, passed on unchanged; nothing of this frame needs
-    // dropping, so an error below leaves by PostgreSQL's longjmp with all its fields
-    // (`unguarded.rs`).
-    unsafe {
-        match PREVIOUS_PROCESS_UTILITY_HOOK.get().copied().flatten() {
-            Some(previous) => previous(
+    let publishes = kind.is_some_and(publications::may_publish_the_state);
+    // PostgreSQL's own arguments, passed on unchanged; nothing of this frame needs dropping, so
+    // an error below leaves by PostgreSQL's longjmp with all its fields (`unguarded.rs`).
+    match PREVIOUS_PROCESS_UTILITY_HOOK.get().copied().flatten() {
+        // SAFETY: the hook installed before ours, called as PostgreSQL calls ours (see above).
+        Some(previous) => unsafe {
+            previous(
                 statement,
                 query,
                 read_only_tree,
@@ -89,8 +91,11 @@ unsafe extern "C-unwind" fn process_utility(
                 environment,
                 destination,
                 completion,
-            ),
-            None => unguarded::standard_process_utility(
+            )
+        },
+        // SAFETY: PostgreSQL's own ProcessUtility, called as it calls ours (see above).
+        None => unsafe {
+            unguarded::standard_process_utility(
                 statement,
                 query,
                 read_only_tree,
@@ -99,8 +104,8 @@ unsafe extern "C-unwind" fn process_utility(
                 environment,
                 destination,
                 completion,
-            ),
-        }
+            )
+        },
     }
     if let Some(relation) = state.newly_blocking() {
         errors::maintenance_of_the_state(&relation).raise();
@@ -217,51 +222,95 @@ unsafe fn blocking_the_state(node: *mut pg_sys::Node) -> Option<String> {
     if schema == pg_sys::InvalidOid {
         return None;
     }
-    // SAFETY: each statement's fields are read as its node tag says they are laid out; the
-    // relation names are resolved without taking a lock (the command takes its own).
-    unsafe {
-        match kind {
-            pg_sys::NodeTag::T_LockStmt => {
-                let lock = node.cast::<pg_sys::LockStmt>();
-                if (*lock).mode < pg_sys::ShareLock as i32 {
-                    return None;
-                }
-                PgList::<pg_sys::RangeVar>::from_pg((*lock).relations)
-                    .iter_ptr()
-                    .find_map(|relation| {
-                        let oid = relation_of(relation)?;
-                        state_relation_name(oid).or_else(|| reached_through(oid, schema))
-                    })
-            }
-            pg_sys::NodeTag::T_VacuumStmt => {
-                let vacuum = node.cast::<pg_sys::VacuumStmt>();
-                let full = PgList::<pg_sys::DefElem>::from_pg((*vacuum).options)
-                    .iter_ptr()
-                    .any(|option| CStr::from_ptr((*option).defname) == c"full");
-                if !full {
-                    return None;
-                }
-                PgList::<pg_sys::VacuumRelation>::from_pg((*vacuum).rels)
-                    .iter_ptr()
-                    .find_map(|relation| of_the_state((*relation).relation))
-            }
-            pg_sys::NodeTag::T_ClusterStmt => {
-                of_the_state((*node.cast::<pg_sys::ClusterStmt>()).relation)
-            }
-            pg_sys::NodeTag::T_ReindexStmt => {
-                let reindex = node.cast::<pg_sys::ReindexStmt>();
-                let named_schema = (*reindex).kind
-                    == pg_sys::ReindexObjectType::REINDEX_OBJECT_SCHEMA
-                    && !(*reindex).name.is_null()
-                    && CStr::from_ptr((*reindex).name) == catalog::INTERNAL_SCHEMA;
-                if named_schema {
-                    return Some(catalog::quoted(catalog::INTERNAL_SCHEMA.as_ptr()));
-                }
-                of_the_state((*reindex).relation)
-            }
-            _ => None,
+    // Each statement is read as its node tag says it is laid out; the relation names are
+    // resolved without taking a lock (the command takes its own).
+    match kind {
+        // SAFETY: a LockStmt, as its tag says.
+        pg_sys::NodeTag::T_LockStmt => unsafe { locked_state(node.cast(), schema) },
+        // SAFETY: a VacuumStmt, as its tag says.
+        pg_sys::NodeTag::T_VacuumStmt => unsafe { vacuumed_state(node.cast()) },
+        pg_sys::NodeTag::T_ClusterStmt => {
+            // SAFETY: a ClusterStmt, as its tag says.
+            let relation = unsafe { (*node.cast::<pg_sys::ClusterStmt>()).relation };
+            // SAFETY: the statement's RangeVar, null or valid.
+            unsafe { of_the_state(relation) }
         }
+        // SAFETY: a ReindexStmt, as its tag says.
+        pg_sys::NodeTag::T_ReindexStmt => unsafe { reindexed_state(node.cast()) },
+        _ => None,
     }
+}
+
+/// The state relation (qualified, quoted) that `LOCK TABLE` would lock in a mode that blocks
+/// IDs: `SHARE` or stronger, of a state relation or of one that reaches one.
+///
+/// # Safety
+/// `lock` is a parsed `LockStmt`, inside a transaction.
+unsafe fn locked_state(lock: *mut pg_sys::LockStmt, schema: pg_sys::Oid) -> Option<String> {
+    // SAFETY: see the contract.
+    let lock = unsafe { &*lock };
+    if lock.mode < pg_sys::ShareLock as i32 {
+        return None;
+    }
+    // SAFETY: the statement's list of RangeVars.
+    unsafe { PgList::<pg_sys::RangeVar>::from_pg(lock.relations) }
+        .iter_ptr()
+        .find_map(|relation| {
+            // SAFETY: a RangeVar of the statement.
+            let oid = unsafe { relation_of(relation) }?;
+            state_relation_name(oid).or_else(|| reached_through(oid, schema))
+        })
+}
+
+/// The state relation (qualified, quoted) that `VACUUM FULL` names.
+///
+/// # Safety
+/// `vacuum` is a parsed `VacuumStmt`, inside a transaction.
+unsafe fn vacuumed_state(vacuum: *mut pg_sys::VacuumStmt) -> Option<String> {
+    // SAFETY: see the contract.
+    let vacuum = unsafe { &*vacuum };
+    // SAFETY: the statement's list of options, DefElems.
+    let full = unsafe { PgList::<pg_sys::DefElem>::from_pg(vacuum.options) }
+        .iter_ptr()
+        .any(|option| {
+            // SAFETY: an option of the statement.
+            let name = unsafe { (*option).defname };
+            // SAFETY: its name, NUL-terminated.
+            let name = unsafe { CStr::from_ptr(name) };
+            name == c"full"
+        });
+    if !full {
+        return None;
+    }
+    // SAFETY: the statement's list of VacuumRelations.
+    unsafe { PgList::<pg_sys::VacuumRelation>::from_pg(vacuum.rels) }
+        .iter_ptr()
+        .find_map(|relation| {
+            // SAFETY: a VacuumRelation of the statement.
+            let relation = unsafe { (*relation).relation };
+            // SAFETY: its RangeVar, null or valid.
+            unsafe { of_the_state(relation) }
+        })
+}
+
+/// The state relation (qualified, quoted) that `REINDEX` names, or the extension's schema
+/// (quoted) that `REINDEX SCHEMA` names.
+///
+/// # Safety
+/// `reindex` is a parsed `ReindexStmt`, inside a transaction.
+unsafe fn reindexed_state(reindex: *mut pg_sys::ReindexStmt) -> Option<String> {
+    // SAFETY: see the contract.
+    let reindex = unsafe { &*reindex };
+    let named_schema = reindex.kind == pg_sys::ReindexObjectType::REINDEX_OBJECT_SCHEMA
+        && !reindex.name.is_null()
+        // SAFETY: the schema's name, NUL-terminated.
+        && unsafe { CStr::from_ptr(reindex.name) } == catalog::INTERNAL_SCHEMA;
+    if named_schema {
+        // SAFETY: a static NUL-terminated name.
+        return Some(unsafe { catalog::quoted(catalog::INTERNAL_SCHEMA.as_ptr()) });
+    }
+    // SAFETY: the statement's RangeVar, null or valid.
+    unsafe { of_the_state(reindex.relation) }
 }
 
 /// `relation`, qualified and quoted, when it names a relation in the extension's schema.
