@@ -44,29 +44,39 @@ fn publication_of_the_state() -> Option<(String, String)> {
     // SAFETY: makes the command's own catalog changes visible to the scans below, as
     // PostgreSQL does between two commands (`ALTER … SET SCHEMA` makes none itself).
     unsafe { pg_sys::CommandCounterIncrement() };
+    // Syscache lookups and catalog scans inside the command's transaction: the relation's kind
+    // and schema, the publications for all tables, of that schema and of the table itself (each
+    // a new list); names are copied at once.
     extension.registered().iter().find_map(|&table| {
-        // SAFETY: syscache lookups and catalog scans inside a transaction (the command's):
-        // the relation's kind and schema, the publications for all tables, of that schema and
-        // of the table itself; each list is read before the next call, and names are copied
-        // at once.
-        unsafe {
-            if pg_sys::get_rel_relkind(table) as u8 != pg_sys::RELKIND_RELATION {
-                return None;
-            }
-            let schema = pg_sys::get_rel_namespace(table);
-            let publications = [
-                pg_sys::GetAllTablesPublications(),
-                pg_sys::GetSchemaPublications(schema),
-                pg_sys::GetRelationPublications(table),
-            ];
-            let publication = publications
-                .into_iter()
-                .find_map(|list| PgList::<pg_sys::Oid>::from_pg(list).iter_oid().next())?;
-            let name = pg_sys::get_publication_name(publication, false);
-            Some((
-                catalog::quoted(name),
-                catalog::qualified(schema, pg_sys::get_rel_name(table)),
-            ))
+        // SAFETY: a syscache lookup of a relation (see above).
+        if unsafe { pg_sys::get_rel_relkind(table) } as u8 != pg_sys::RELKIND_RELATION {
+            return None;
         }
+        // SAFETY: a syscache lookup of a relation.
+        let schema = unsafe { pg_sys::get_rel_namespace(table) };
+        // SAFETY: a scan of pg_publication.
+        let for_all_tables = unsafe { pg_sys::GetAllTablesPublications() };
+        // SAFETY: a syscache lookup of a schema's publications.
+        let of_schema = unsafe { pg_sys::GetSchemaPublications(schema) };
+        // SAFETY: a syscache lookup of a relation's publications.
+        let of_table = unsafe { pg_sys::GetRelationPublications(table) };
+        let publication = [for_all_tables, of_schema, of_table]
+            .into_iter()
+            .find_map(|list| {
+                // SAFETY: each an OID list (null when empty), read before anything else runs.
+                unsafe { PgList::<pg_sys::Oid>::from_pg(list) }
+                    .iter_oid()
+                    .next()
+            })?;
+        // SAFETY: a syscache lookup of a publication found just now: a palloc'd copy of its
+        // name (an error if it is gone).
+        let name = unsafe { pg_sys::get_publication_name(publication, false) };
+        // SAFETY: that copy.
+        let publication = unsafe { catalog::quoted(name) };
+        // SAFETY: a syscache lookup of a relation: a palloc'd copy of its name, or null.
+        let name = unsafe { pg_sys::get_rel_name(table) };
+        // SAFETY: `name` is null or that copy.
+        let table = unsafe { catalog::qualified(schema, name) };
+        Some((publication, table))
     })
 }
