@@ -54,17 +54,17 @@ impl Caller {
 
 /// Raises 42501, naming `function` and who may call it, unless the current role is `caller`.
 pub fn require(caller: Caller, function: &str) {
-    // SAFETY: reads this backend's current role and role memberships (syscache), inside a
-    // transaction.
-    let allowed = unsafe {
-        let role = pg_sys::GetUserId();
-        match caller {
-            Caller::Superuser => pg_sys::superuser_arg(role),
-            Caller::DatabaseOwner => {
-                pg_sys::has_privs_of_role(role, pg_sys::Oid::from(pg_sys::ROLE_PG_DATABASE_OWNER))
-            }
-            Caller::DatabaseCreator => may_create_in_this_database(role),
-        }
+    // SAFETY: a plain read of this backend's current role.
+    let role = unsafe { pg_sys::GetUserId() };
+    let allowed = match caller {
+        // SAFETY: a syscache lookup of a role, inside a transaction.
+        Caller::Superuser => unsafe { pg_sys::superuser_arg(role) },
+        // SAFETY: role memberships (syscache), inside a transaction.
+        Caller::DatabaseOwner => unsafe {
+            pg_sys::has_privs_of_role(role, pg_sys::Oid::from(pg_sys::ROLE_PG_DATABASE_OWNER))
+        },
+        // SAFETY: inside a transaction.
+        Caller::DatabaseCreator => unsafe { may_create_in_this_database(role) },
     };
     if !allowed {
         errors::caller_not_allowed(function, caller.described(), caller.how_to_allow()).raise();
@@ -78,19 +78,16 @@ pub fn require(caller: Caller, function: &str) {
 /// Inside a transaction (an ACL check reads the syscache).
 unsafe fn may_create_in_this_database(role: pg_sys::Oid) -> bool {
     let create = pg_sys::ACL_CREATE as pg_sys::AclMode;
-    // SAFETY: see the contract; MyDatabaseId is this backend's database.
-    unsafe {
-        #[cfg(feature = "pg15")]
-        let result = pg_sys::pg_database_aclcheck(pg_sys::MyDatabaseId, role, create);
-        #[cfg(not(feature = "pg15"))]
-        let result = pg_sys::object_aclcheck(
-            pg_sys::DatabaseRelationId,
-            pg_sys::MyDatabaseId,
-            role,
-            create,
-        );
-        result == pg_sys::AclResult::ACLCHECK_OK
-    }
+    // SAFETY: a backend-local value set when the backend connected to its database.
+    let database = unsafe { pg_sys::MyDatabaseId };
+    // SAFETY: an ACL check inside a transaction (see the contract).
+    #[cfg(feature = "pg15")]
+    let result = unsafe { pg_sys::pg_database_aclcheck(database, role, create) };
+    // SAFETY: an ACL check inside a transaction (see the contract).
+    #[cfg(not(feature = "pg15"))]
+    let result =
+        unsafe { pg_sys::object_aclcheck(pg_sys::DatabaseRelationId, database, role, create) };
+    result == pg_sys::AclResult::ACLCHECK_OK
 }
 
 /// Runs `f` as `owner` exactly as PostgreSQL runs a table owner's code in VACUUM, ANALYZE and
@@ -100,29 +97,32 @@ unsafe fn may_create_in_this_database(role: pg_sys::Oid) -> bool {
 /// settings come back also when `f` raises an ERROR.
 pub fn as_owner<T>(owner: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
     let (mut role, mut context) = (pg_sys::InvalidOid, 0);
-    // SAFETY: reads and sets the current role and context the way VACUUM does; the GUC nest
-    // level opened here is closed below, on success and on error.
-    let nest_level = unsafe {
-        pg_sys::GetUserIdAndSecContext(&mut role, &mut context);
+    // The role and context are set the way VACUUM does; they and the GUC nest level opened
+    // here are restored below, on success and on error.
+    // SAFETY: reads this backend's current role and security context into the locals.
+    unsafe { pg_sys::GetUserIdAndSecContext(&mut role, &mut context) };
+    // SAFETY: a role that exists (the owner of a relation), in a restricted context.
+    unsafe {
         pg_sys::SetUserIdAndSecContext(
             owner,
             context
                 | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32
                 | pg_sys::SECURITY_RESTRICTED_OPERATION as i32,
-        );
-        let nest_level = pg_sys::NewGUCNestLevel();
-        #[cfg(any(feature = "pg17", feature = "pg18"))]
-        pg_sys::RestrictSearchPath();
-        nest_level
+        )
     };
+    // SAFETY: opens a GUC nest level inside a transaction, closed below.
+    let nest_level = unsafe { pg_sys::NewGUCNestLevel() };
+    #[cfg(any(feature = "pg17", feature = "pg18"))]
+    {
+        // SAFETY: sets search_path inside that nest level, which rolls it back.
+        unsafe { pg_sys::RestrictSearchPath() };
+    }
     PgTryBuilder::new(std::panic::AssertUnwindSafe(f))
         .finally(|| {
-            // SAFETY: rolls back every setting changed since the nest level opened above, then
-            // restores exactly the role and context read there.
-            unsafe {
-                pg_sys::AtEOXact_GUC(false, nest_level);
-                pg_sys::SetUserIdAndSecContext(role, context);
-            }
+            // SAFETY: rolls back every setting changed since the nest level opened above.
+            unsafe { pg_sys::AtEOXact_GUC(false, nest_level) };
+            // SAFETY: restores exactly the role and context read above.
+            unsafe { pg_sys::SetUserIdAndSecContext(role, context) };
         })
         .execute()
 }
