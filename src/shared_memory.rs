@@ -225,13 +225,13 @@ static AT_CLEAN_SHUTDOWN: OnceCell<fn(&SharedState)> = OnceCell::new();
 impl SharedState {
     /// Every worker id, of every space.
     pub fn worker_ids(&self) -> &[WorkerId] {
+        let first = (self as *const SharedState)
+            .wrapping_add(1)
+            .cast::<WorkerId>();
         // SAFETY: init_shared_memory placed `spaces.table_len()` initialised worker ids right
         // after this header (which is 64-aligned and a multiple of 64 long), and the segment
         // lives as long as the process.
-        unsafe {
-            let first = (self as *const SharedState).add(1).cast::<WorkerId>();
-            std::slice::from_raw_parts(first, self.spaces.table_len())
-        }
+        unsafe { std::slice::from_raw_parts(first, self.spaces.table_len()) }
     }
 
     /// The worker ids of one space (`Spaces::space_of`).
@@ -257,17 +257,21 @@ pub fn lwlock_section<T>(
     wait: bool,
     f: impl FnOnce() -> T,
 ) -> Option<T> {
+    // `lock` is an LWLock of our tranches in shared memory, set at startup. If `f` raises an
+    // ERROR (a WAL insert can), PostgreSQL's error recovery releases every LWLock held (a
+    // release while the error unwinds would undo the interrupt holdoff the ERROR reset).
     let lock = lock.load(Ordering::Relaxed);
-    // SAFETY: `lock` is an LWLock of our tranches in shared memory, set at startup; a
-    // conditional acquire never sleeps. If `f` raises an ERROR (a WAL insert can), PostgreSQL's
-    // error recovery releases every LWLock held.
-    unsafe {
-        if wait {
-            // (Its result says whether it had to wait, not whether it holds the lock: it does.)
-            pg_sys::LWLockAcquire(lock, mode);
-        } else if !pg_sys::LWLockConditionalAcquire(lock, mode) {
-            return None;
-        }
+    let held = if wait {
+        // SAFETY: an LWLock of ours (see above). Its result says whether it had to wait, not
+        // whether it holds the lock: it does.
+        unsafe { pg_sys::LWLockAcquire(lock, mode) };
+        true
+    } else {
+        // SAFETY: an LWLock of ours (see above); a conditional acquire never sleeps.
+        unsafe { pg_sys::LWLockConditionalAcquire(lock, mode) }
+    };
+    if !held {
+        return None;
     }
     let result = f();
     // SAFETY: we acquired this lock above.
@@ -309,29 +313,34 @@ fn segment_size() -> usize {
 /// while shared_preload_libraries is processed.
 pub fn install_hooks(at_clean_shutdown: fn(&SharedState)) {
     AT_CLEAN_SHUTDOWN.get_or_init(|| at_clean_shutdown);
-    // SAFETY: _PG_init runs single-threaded in the postmaster before shared memory exists;
-    // reading and replacing the hook globals is what PostgreSQL expects a library to do there.
-    unsafe {
-        PREVIOUS_REQUEST_HOOK.get_or_init(|| pg_sys::shmem_request_hook);
-        pg_sys::shmem_request_hook = Some(request_shared_memory);
-        PREVIOUS_STARTUP_HOOK.get_or_init(|| pg_sys::shmem_startup_hook);
-        pg_sys::shmem_startup_hook = Some(init_shared_memory);
-    }
+    // _PG_init runs single-threaded in the postmaster before shared memory exists; reading and
+    // replacing the hook globals is what PostgreSQL expects a library to do there.
+    // SAFETY: reads the hook global while nothing else runs (see above).
+    PREVIOUS_REQUEST_HOOK.get_or_init(|| unsafe { pg_sys::shmem_request_hook });
+    // SAFETY: sets it while nothing else runs; the previous hook is kept just above.
+    unsafe { pg_sys::shmem_request_hook = Some(request_shared_memory) };
+    // SAFETY: as for the request hook.
+    PREVIOUS_STARTUP_HOOK.get_or_init(|| unsafe { pg_sys::shmem_startup_hook });
+    // SAFETY: as for the request hook.
+    unsafe { pg_sys::shmem_startup_hook = Some(init_shared_memory) };
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn request_shared_memory() {
-    // SAFETY: called by PostgreSQL in shmem_request_hook, where chaining the previous hook,
+    // Called by PostgreSQL in shmem_request_hook, where chaining the previous hook,
     // RequestAddinShmemSpace and RequestNamedLWLockTranche are allowed.
-    unsafe {
-        if let Some(previous) = PREVIOUS_REQUEST_HOOK.get().copied().flatten() {
-            previous();
-        }
-        pg_sys::RequestAddinShmemSpace(segment_size());
-        pg_sys::RequestNamedLWLockTranche(SEGMENT_NAME.as_ptr(), 1);
-        pg_sys::RequestNamedLWLockTranche(FLOOR_WRITES_TRANCHE.as_ptr(), 1);
-        pg_sys::RequestNamedLWLockTranche(DIRECTORY_TRANCHE.as_ptr(), 1);
+    if let Some(previous) = PREVIOUS_REQUEST_HOOK.get().copied().flatten() {
+        // SAFETY: the hook installed before ours, called where PostgreSQL calls ours.
+        unsafe { previous() };
     }
+    // SAFETY: in shmem_request_hook (see above).
+    unsafe { pg_sys::RequestAddinShmemSpace(segment_size()) };
+    // SAFETY: in shmem_request_hook; a static name.
+    unsafe { pg_sys::RequestNamedLWLockTranche(SEGMENT_NAME.as_ptr(), 1) };
+    // SAFETY: as above.
+    unsafe { pg_sys::RequestNamedLWLockTranche(FLOOR_WRITES_TRANCHE.as_ptr(), 1) };
+    // SAFETY: as above.
+    unsafe { pg_sys::RequestNamedLWLockTranche(DIRECTORY_TRANCHE.as_ptr(), 1) };
 }
 
 #[pg_guard]
@@ -340,14 +349,16 @@ unsafe extern "C-unwind" fn init_shared_memory() {
         // SAFETY: the hook that was installed before ours, called where PostgreSQL calls ours.
         unsafe { previous() };
     }
-    // SAFETY: called by PostgreSQL in shmem_startup_hook (postmaster start and every crash
-    // restart), once MainLWLockArray exists; AddinShmemInitLock (MainLWLockArray[21])
-    // serialises the creation of add-in segments.
-    let init_lock = unsafe {
-        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(ADDIN_SHMEM_INIT_LOCK)).lock;
-        pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-        init_lock
-    };
+    // Called by PostgreSQL in shmem_startup_hook (postmaster start and every crash restart),
+    // once MainLWLockArray exists; AddinShmemInitLock (MainLWLockArray[21]) serialises the
+    // creation of add-in segments.
+    // SAFETY: a plain read of the array's address, set before this hook runs (see above).
+    let main_locks = unsafe { pg_sys::MainLWLockArray };
+    let padded = main_locks.wrapping_add(ADDIN_SHMEM_INIT_LOCK);
+    // SAFETY: AddinShmemInitLock's place in the array: its address, nothing read.
+    let init_lock = unsafe { &raw mut (*padded).lock };
+    // SAFETY: PostgreSQL's own LWLock for this, released below.
+    unsafe { pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE) };
     let mut found = false;
     // SAFETY: the segment `request_shared_memory` asked for, by its name and size.
     let raw = unsafe { pg_sys::ShmemInitStruct(SEGMENT_NAME.as_ptr(), segment_size(), &mut found) };
@@ -356,24 +367,22 @@ unsafe extern "C-unwind" fn init_shared_memory() {
         .wrapping_add(raw.cast::<u8>().align_offset(ALIGNMENT))
         .cast::<SharedState>();
     if !found {
-        // SAFETY: the three tranches were requested in `request_shared_memory`, one lock each.
-        let locks = unsafe {
-            (
-                &raw mut (*pg_sys::GetNamedLWLockTranche(SEGMENT_NAME.as_ptr())).lock,
-                &raw mut (*pg_sys::GetNamedLWLockTranche(FLOOR_WRITES_TRANCHE.as_ptr())).lock,
-                &raw mut (*pg_sys::GetNamedLWLockTranche(DIRECTORY_TRANCHE.as_ptr())).lock,
-            )
-        };
-        let state = new_shared_state(locks);
+        // SAFETY: in shmem_startup_hook, after `request_shared_memory` requested the tranche.
+        let reservation_lock = unsafe { tranche_lock(SEGMENT_NAME) };
+        // SAFETY: as above.
+        let floor_writes_lock = unsafe { tranche_lock(FLOOR_WRITES_TRANCHE) };
+        // SAFETY: as above.
+        let directory_lock = unsafe { tranche_lock(DIRECTORY_TRANCHE) };
+        let state = new_shared_state((reservation_lock, floor_writes_lock, directory_lock));
         let worker_ids = state.spaces.table_len();
-        // SAFETY: the segment is `segment_size()` bytes: the header aligned to ALIGNMENT, then
+        // The segment is `segment_size()` bytes: the header aligned to ALIGNMENT, then
         // `table_len()` worker ids; nobody reads it before SHARED is stored below.
-        unsafe {
-            header.write(state);
-            let first_id = header.add(1).cast::<WorkerId>();
-            for index in 0..worker_ids {
-                first_id.add(index).write(WorkerId::new());
-            }
+        // SAFETY: the header's place in the segment (see above).
+        unsafe { header.write(state) };
+        let first_id = header.wrapping_add(1).cast::<WorkerId>();
+        for index in 0..worker_ids {
+            // SAFETY: the place of worker id `index` in the segment (see above).
+            unsafe { first_id.wrapping_add(index).write(WorkerId::new()) };
         }
         // SAFETY: written just above, and never moved or freed.
         start_clock(unsafe { &*header });
@@ -383,6 +392,17 @@ unsafe extern "C-unwind" fn init_shared_memory() {
     // SAFETY: acquired above.
     unsafe { pg_sys::LWLockRelease(init_lock) };
     SHARED.store(header, Ordering::Release);
+}
+
+/// The one LWLock of tranche `name`.
+///
+/// # Safety
+/// In shmem_startup_hook, after `request_shared_memory` requested the tranche, one lock.
+unsafe fn tranche_lock(name: &std::ffi::CStr) -> *mut pg_sys::LWLock {
+    // SAFETY: see the contract: the tranche's array of one padded LWLock.
+    let padded = unsafe { pg_sys::GetNamedLWLockTranche(name.as_ptr()) };
+    // SAFETY: that element: its lock's address, nothing read.
+    unsafe { &raw mut (*padded).lock }
 }
 
 /// The shared state of a server starting (the postmaster's start or a crash restart), with its
