@@ -206,27 +206,35 @@ fn text_datum(text: &str) -> pg_sys::Datum {
 /// commit or roll back with it.
 fn send_to_workers(command: &str) {
     // SAFETY: Citus is installed in this database (the caller checked its role), so its
-    // library is loaded, and the symbol is a version-1 function taking (text, text) and
-    // returning void. pg_sys's DirectFunctionCall2Coll turns an ERROR it raises into this
-    // statement's error. GetUserNameFromId returns a palloc'd name of the current user (the
-    // catalog table's owner, as whom the caller writes it: Citus connects as that superuser).
-    unsafe {
-        let symbol = pg_sys::load_external_function(
+    // library is loaded; static names, and an error if the symbol is missing.
+    let symbol = unsafe {
+        pg_sys::load_external_function(
             c"$libdir/citus".as_ptr(),
             c"execute_command_on_remote_nodes_as_user".as_ptr(),
             true,
             std::ptr::null_mut(),
-        );
-        let function: unsafe extern "C-unwind" fn(pg_sys::FunctionCallInfo) -> pg_sys::Datum =
-            std::mem::transmute(symbol);
-        let user = CStr::from_ptr(pg_sys::GetUserNameFromId(pg_sys::GetUserId(), false));
+        )
+    };
+    // SAFETY: the symbol is a version-1 function taking (text, text) and returning void.
+    let function: unsafe extern "C-unwind" fn(pg_sys::FunctionCallInfo) -> pg_sys::Datum =
+        unsafe { std::mem::transmute(symbol) };
+    // SAFETY: a plain read of this backend's current role.
+    let role = unsafe { pg_sys::GetUserId() };
+    // SAFETY: a syscache lookup of the current role (the catalog table's owner, as whom the
+    // caller writes it: Citus connects as that superuser): a palloc'd copy of its name.
+    let user = unsafe { pg_sys::GetUserNameFromId(role, false) };
+    // SAFETY: that copy, NUL-terminated.
+    let user = unsafe { CStr::from_ptr(user) };
+    // SAFETY: that function, called with its two text arguments; pg_sys's
+    // DirectFunctionCall2Coll turns an ERROR it raises into this statement's error.
+    unsafe {
         pg_sys::DirectFunctionCall2Coll(
             Some(function),
             pg_sys::InvalidOid,
             text_datum(command),
             text_datum(&user.to_string_lossy()),
-        );
-    }
+        )
+    };
 }
 
 // Workers that join later. Citus activates a node in the transaction of the function call that
@@ -259,14 +267,16 @@ pub fn install_hooks() {
     {
         return;
     }
-    // SAFETY: `_PG_init` runs once per process before any query; the previous hooks are kept
-    // and called, so other extensions' hooks keep working.
-    unsafe {
-        PREVIOUS_NEEDS_FMGR_HOOK.get_or_init(|| pg_sys::needs_fmgr_hook);
-        pg_sys::needs_fmgr_hook = Some(needs_fmgr_hook);
-        PREVIOUS_FMGR_HOOK.get_or_init(|| pg_sys::fmgr_hook);
-        pg_sys::fmgr_hook = Some(fmgr_hook);
-    }
+    // `_PG_init` runs once per process before any query, single-threaded; the previous hooks
+    // are kept and called, so other extensions' hooks keep working.
+    // SAFETY: reads PostgreSQL's hook global while nothing else runs (see above).
+    PREVIOUS_NEEDS_FMGR_HOOK.get_or_init(|| unsafe { pg_sys::needs_fmgr_hook });
+    // SAFETY: sets it while nothing else runs; the previous hook is kept just above.
+    unsafe { pg_sys::needs_fmgr_hook = Some(needs_fmgr_hook) };
+    // SAFETY: as for needs_fmgr_hook.
+    PREVIOUS_FMGR_HOOK.get_or_init(|| unsafe { pg_sys::fmgr_hook });
+    // SAFETY: as for needs_fmgr_hook.
+    unsafe { pg_sys::fmgr_hook = Some(fmgr_hook) };
 }
 
 /// Whether the library list `libraries` (`shared_preload_libraries`: comma-separated, each
@@ -282,20 +292,21 @@ pub fn lists_citus(libraries: &str) -> bool {
 /// Whether `function` is one of Citus's node activators. Called for every non-built-in
 /// function PostgreSQL looks up, so it does one syscache read for functions outside pg_catalog.
 fn is_node_activator(function: pg_sys::Oid) -> bool {
-    // SAFETY: syscache reads inside a transaction (PostgreSQL looks functions up only there);
-    // the name is a palloc'd copy, freed here.
-    unsafe {
-        if pg_sys::get_func_namespace(function) != pg_sys::Oid::from(pg_sys::PG_CATALOG_NAMESPACE) {
-            return false;
-        }
-        let name = pg_sys::get_func_name(function);
-        if name.is_null() {
-            return false;
-        }
-        let found = NODE_ACTIVATORS.contains(&CStr::from_ptr(name));
-        pg_sys::pfree(name.cast());
-        found
+    // SAFETY: a syscache read inside a transaction (PostgreSQL looks functions up only there).
+    let namespace = unsafe { pg_sys::get_func_namespace(function) };
+    if namespace != pg_sys::Oid::from(pg_sys::PG_CATALOG_NAMESPACE) {
+        return false;
     }
+    // SAFETY: as above: a palloc'd copy of the name, or null.
+    let name = unsafe { pg_sys::get_func_name(function) };
+    if name.is_null() {
+        return false;
+    }
+    // SAFETY: that copy, NUL-terminated.
+    let found = NODE_ACTIVATORS.contains(&unsafe { CStr::from_ptr(name) });
+    // SAFETY: that copy, freed once, after its last use.
+    unsafe { pg_sys::pfree(name.cast()) };
+    found
 }
 
 #[pg_guard]

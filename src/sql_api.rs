@@ -35,8 +35,10 @@ use crate::timestamps::{self, unix_us};
 pub unsafe extern "C-unwind" fn snowflake_nextval_wrapper(
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> pg_sys::Datum {
+    // SAFETY: PostgreSQL calls it with a valid fcinfo (see above).
+    let arguments = unsafe { &(*fcinfo).args };
     // SAFETY: one argument, not null (see above).
-    let argument = unsafe { (*fcinfo).args.as_slice(1)[0].value };
+    let argument = unsafe { arguments.as_slice(1) }[0].value;
     // SAFETY: a `text` datum, as declared.
     let name = unsafe { text_argument(argument) };
     pg_sys::Datum::from(backend::next_id(name, None))
@@ -58,21 +60,36 @@ pub extern "C" fn pg_finfo_snowflake_nextval_wrapper() -> &'static pg_sys::Pg_fi
 #[inline(always)]
 unsafe fn text_argument<'a>(datum: pg_sys::Datum) -> &'a [u8] {
     let text = datum.cast_mut_ptr::<pg_sys::varlena>();
-    // SAFETY: `text` points at a varlena header; compressed or external values are expanded by
-    // PostgreSQL into the current memory context, which outlives this call.
-    unsafe {
-        use pgrx::varlena::*;
-        // A constant's header is the 4-byte one, a column value's usually the short one; each
-        // form read directly, as `varlena_to_byte_slice` would after testing for all of them.
-        if varatt_is_4b_u(text) {
-            std::slice::from_raw_parts(vardata_4b(text).cast(), varsize_4b(text) - pg_sys::VARHDRSZ)
-        } else if varatt_is_1b(text) && !varatt_is_1b_e(text) {
-            let length = varsize_1b(text) - pg_sys::VARHDRSZ_SHORT;
-            std::slice::from_raw_parts(vardata_1b(text).cast(), length)
-        } else {
-            varlena_to_byte_slice(detoasted(text))
-        }
+    use pgrx::varlena::*;
+    // A constant's header is the 4-byte one, a column value's usually the short one; each form
+    // read directly, as `varlena_to_byte_slice` would after testing for all of them. The value
+    // lives in memory that outlives this call.
+    // SAFETY: `text` points at a varlena header (see the contract).
+    if unsafe { varatt_is_4b_u(text) } {
+        // SAFETY: a plain value with the 4-byte header: its data follows it.
+        let data = unsafe { vardata_4b(text) };
+        // SAFETY: as above; the header holds the size.
+        let length = unsafe { varsize_4b(text) } - pg_sys::VARHDRSZ;
+        // SAFETY: the value's bytes after its header.
+        return unsafe { std::slice::from_raw_parts(data.cast(), length) };
     }
+    // SAFETY: `text` points at a varlena header.
+    let short = unsafe { varatt_is_1b(text) }
+        // SAFETY: as above.
+        && !unsafe { varatt_is_1b_e(text) };
+    if short {
+        // SAFETY: a plain value with the short header, which holds the size.
+        let length = unsafe { varsize_1b(text) } - pg_sys::VARHDRSZ_SHORT;
+        // SAFETY: as above: its data follows the header.
+        let data = unsafe { vardata_1b(text) };
+        // SAFETY: the value's bytes after its header.
+        return unsafe { std::slice::from_raw_parts(data.cast(), length) };
+    }
+    // SAFETY: a compressed or external `text`, expanded by PostgreSQL into the current memory
+    // context, which outlives this call.
+    let expanded = unsafe { detoasted(text) };
+    // SAFETY: the expanded value, a plain varlena.
+    unsafe { varlena_to_byte_slice(expanded) }
 }
 
 /// `text` expanded (compressed or external). Out of line: the hot path's frame would otherwise
@@ -128,8 +145,12 @@ fn snowflake_decode(
     let parts = decompose(seq, &layout, id);
     // The row type this function was declared with, by OID: a type of that name that a role
     // made elsewhere (in a schema it owns, or one renamed and made again) is never used.
-    // SAFETY: PostgreSQL called this function with a valid fcinfo and flinfo.
-    let row_type = unsafe { pg_sys::get_func_rettype((*(*fcinfo).flinfo).fn_oid) };
+    // SAFETY: PostgreSQL called this function with a valid fcinfo.
+    let flinfo = unsafe { (*fcinfo).flinfo };
+    // SAFETY: and a valid flinfo, of this function.
+    let function = unsafe { (*flinfo).fn_oid };
+    // SAFETY: a syscache lookup of this function, inside a transaction.
+    let row_type = unsafe { pg_sys::get_func_rettype(function) };
     let mut tuple = PgHeapTuple::new_composite_type_by_oid(row_type).unwrap_or_else(|error| {
         errors::internal(format!("the row type of snowflake_decode: {error}")).raise()
     });
@@ -405,16 +426,15 @@ fn snowflake_directory() -> TableIterator<
     let rows: Vec<_> = extension_directory::status()
         .into_iter()
         .map(|row| {
-            // SAFETY: a syscache lookup of a database by OID (null when it was dropped); the
-            // name is copied at once.
-            let name = unsafe {
-                let name = pg_sys::get_database_name(row.database);
-                (!name.is_null()).then(|| {
-                    std::ffi::CStr::from_ptr(name)
-                        .to_string_lossy()
-                        .into_owned()
-                })
-            };
+            // SAFETY: a syscache lookup of a database by OID: a palloc'd copy of its name, or
+            // null when it was dropped.
+            let name = unsafe { pg_sys::get_database_name(row.database) };
+            let name = (!name.is_null()).then(|| {
+                // SAFETY: that copy, NUL-terminated.
+                unsafe { std::ffi::CStr::from_ptr(name) }
+                    .to_string_lossy()
+                    .into_owned()
+            });
             (
                 row.database,
                 name,
