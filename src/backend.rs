@@ -335,14 +335,12 @@ fn attachment_for(
 
 /// Takes a worker id in `space` until this backend exits; its index in the table of all ids.
 fn take_worker_id(shared: &SharedState, space: usize) -> usize {
-    // SAFETY: plain reads of backend-local globals PostgreSQL set up before any query runs.
-    let (in_recovery, pid, database) = unsafe {
-        (
-            pg_sys::RecoveryInProgress(),
-            pg_sys::MyProcPid,
-            pg_sys::MyDatabaseId,
-        )
-    };
+    // SAFETY: a plain read of a backend-local flag (shared memory once it changed).
+    let in_recovery = unsafe { pg_sys::RecoveryInProgress() };
+    // SAFETY: a backend-local value PostgreSQL set before any query runs.
+    let pid = unsafe { pg_sys::MyProcPid };
+    // SAFETY: as above.
+    let database = unsafe { pg_sys::MyDatabaseId };
     if in_recovery {
         errors::during_recovery("snowflake_nextval").raise();
     }

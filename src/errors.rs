@@ -547,9 +547,10 @@ pub fn caught_message(error: CaughtError) -> String {
             ereport: report, ..
         } => report,
     };
-    // SAFETY: unpack_sql_state formats the code into a static buffer, read at once.
-    let sqlstate =
-        unsafe { CStr::from_ptr(pg_sys::unpack_sql_state(report.sql_error_code() as i32)) };
+    // SAFETY: unpack_sql_state formats any code into a static buffer.
+    let sqlstate = unsafe { pg_sys::unpack_sql_state(report.sql_error_code() as i32) };
+    // SAFETY: that buffer, NUL-terminated, read before anything else formats into it.
+    let sqlstate = unsafe { CStr::from_ptr(sqlstate) };
     if sqlstate.to_bytes().starts_with(b"57") {
         error.rethrow();
     }

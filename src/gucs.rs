@@ -248,14 +248,13 @@ pub fn register() {
 /// (PostgreSQL keeps an unknown `prefix.name` as a placeholder, a string).
 pub fn old_setting(name: &str) -> Option<String> {
     let full = std::ffi::CString::new(format!("snowflake.{name}")).ok()?;
-    // SAFETY: looks a setting up by a NUL-terminated name, missing_ok; the returned string (if
-    // any) is PostgreSQL's and is copied before anything else can change it.
-    unsafe {
-        let value = pgrx::pg_sys::GetConfigOption(full.as_ptr(), true, false);
-        (!value.is_null()).then(|| {
-            std::ffi::CStr::from_ptr(value)
-                .to_string_lossy()
-                .into_owned()
-        })
-    }
+    // SAFETY: looks a setting up by a NUL-terminated name, missing_ok: PostgreSQL's string of
+    // its value, or null.
+    let value = unsafe { pgrx::pg_sys::GetConfigOption(full.as_ptr(), true, false) };
+    (!value.is_null()).then(|| {
+        // SAFETY: that string, copied before anything else can change it.
+        unsafe { std::ffi::CStr::from_ptr(value) }
+            .to_string_lossy()
+            .into_owned()
+    })
 }

@@ -329,7 +329,9 @@ fn promotion_leads() -> protocol::PromotionLeads {
 /// The full path of `relative`, a path relative to the data directory (the working directory).
 pub fn in_data_dir(relative: &Path) -> String {
     // SAFETY: DataDir is set before shared memory exists and never changes afterwards.
-    let data_dir = unsafe { CStr::from_ptr(pg_sys::DataDir) };
+    let data_dir = unsafe { pg_sys::DataDir };
+    // SAFETY: the data directory's path, NUL-terminated.
+    let data_dir = unsafe { CStr::from_ptr(data_dir) };
     let data_dir = Path::new(std::ffi::OsStr::from_bytes(data_dir.to_bytes()));
     match relative.strip_prefix(".") {
         Ok(inside) if inside.as_os_str().is_empty() => data_dir.display().to_string(),
@@ -383,26 +385,29 @@ pub fn register_wal_resource_manager() {
 fn log_reservation(until_unix_us: i64) {
     let mut payload = until_unix_us.to_le_bytes();
 
-    // SAFETY: a record with 8 bytes of main data that live until XLogInsert returns (it copies
-    // them); called outside recovery, where inserting WAL is allowed: by sessions issuing IDs
+    // Called outside recovery, where inserting WAL is allowed: by sessions issuing IDs
     // (`take_worker_id` refuses during recovery), by the reservation worker (started once
     // recovery has finished) and by `snowflake_raise_floor` / `snowflake_accept_floor` (which
     // refuse during recovery). An ERROR inside unwinds through pgrx's guard.
-    unsafe {
-        pg_sys::XLogBeginInsert();
-        // `as _`: the length is `int` up to PostgreSQL 15 and `uint32` from 16 on; 8 fits both.
-        pg_sys::XLogRegisterData(payload.as_mut_ptr().cast(), payload.len() as _);
-        let lsn = pg_sys::XLogInsert(rmgr_id(), XLOG_SNOWFLAKE_RESERVE);
-        pg_sys::XLogFlush(lsn);
-    }
+    // SAFETY: begins a record outside recovery (see above).
+    unsafe { pg_sys::XLogBeginInsert() };
+    // SAFETY: 8 bytes of main data that live until XLogInsert returns (it copies them).
+    // `as _`: the length is `int` up to PostgreSQL 15 and `uint32` from 16 on; 8 fits both.
+    unsafe { pg_sys::XLogRegisterData(payload.as_mut_ptr().cast(), payload.len() as _) };
+    // SAFETY: inserts the record begun above, of our resource manager.
+    let lsn = unsafe { pg_sys::XLogInsert(rmgr_id(), XLOG_SNOWFLAKE_RESERVE) };
+    // SAFETY: flushes WAL up to a position just inserted, outside a critical section.
+    unsafe { pg_sys::XLogFlush(lsn) };
 }
 
 /// The reserved time a record carries, if it is ours and well-formed.
 ///
 /// SAFETY: `record` is the record being replayed or described, as PostgreSQL passes it.
 unsafe fn record_reserved_until(record: *mut pg_sys::XLogReaderState) -> Option<i64> {
-    // SAFETY: PostgreSQL hands a decoded record whose main data pointer and length agree.
-    let decoded = unsafe { (*record).record.as_ref()? };
+    // SAFETY: PostgreSQL hands a valid reader state.
+    let decoded = unsafe { (*record).record };
+    // SAFETY: its decoded record (null or valid), whose main data pointer and length agree.
+    let decoded = unsafe { decoded.as_ref() }?;
     if decoded.header.xl_info & !(pg_sys::XLR_INFO_MASK as u8) != XLOG_SNOWFLAKE_RESERVE
         || decoded.main_data_len as usize != std::mem::size_of::<i64>()
     {

@@ -55,19 +55,21 @@ fn period() -> Duration {
 /// worker keeps the reservation renewed even when no ID is issued, so the standby's last
 /// reservation is never older than an eighth of a window when IDs come again (design §5.2).
 fn standby_streaming() -> bool {
-    // SAFETY: WalSndCtl is PostgreSQL's shared array of max_wal_senders WAL sender slots, set up
-    // before any background worker starts and never freed; reading a slot's pid and state
-    // without its spinlock gives a value that may be a moment old, which is all this needs.
-    unsafe {
-        let control = pg_sys::WalSndCtl;
-        if control.is_null() {
-            return false;
-        }
-        let senders = (*control)
-            .walsnds
-            .as_slice(pg_sys::max_wal_senders.max(0) as usize);
-        senders.iter().any(|sender| {
-            sender.pid != 0 && sender.state == pg_sys::WalSndState::WALSNDSTATE_STREAMING
-        })
+    // WalSndCtl is PostgreSQL's shared array of max_wal_senders WAL sender slots, set up before
+    // any background worker starts and never freed; reading a slot's pid and state without its
+    // spinlock gives a value that may be a moment old, which is all this needs.
+    // SAFETY: a plain read of the array's address (see above).
+    let control = unsafe { pg_sys::WalSndCtl };
+    if control.is_null() {
+        return false;
     }
+    // SAFETY: a plain read of a setting fixed at server start.
+    let slots = unsafe { pg_sys::max_wal_senders }.max(0) as usize;
+    // SAFETY: the non-null array (see above).
+    let control = unsafe { &*control };
+    // SAFETY: its `max_wal_senders` slots.
+    let senders = unsafe { control.walsnds.as_slice(slots) };
+    senders
+        .iter()
+        .any(|sender| sender.pid != 0 && sender.state == pg_sys::WalSndState::WALSNDSTATE_STREAMING)
 }

@@ -19,11 +19,11 @@ pub fn timestamptz(unix_us: i64) -> Option<TimestampWithTimeZone> {
 /// Unix microseconds as timestamp text in the session's style, for messages.
 pub fn format_unix_us(unix_us: i64) -> String {
     // SAFETY: timestamptz_to_str takes any value (it prints infinities and out-of-range values
-    // as such) and returns a pointer to a static buffer, copied at once.
-    unsafe {
-        let text = pg_sys::timestamptz_to_str(unix_us.saturating_sub(POSTGRES_EPOCH_UNIX_US));
-        std::ffi::CStr::from_ptr(text)
-            .to_string_lossy()
-            .into_owned()
-    }
+    // as such) and returns a pointer to a static buffer.
+    let text =
+        unsafe { pg_sys::timestamptz_to_str(unix_us.saturating_sub(POSTGRES_EPOCH_UNIX_US)) };
+    // SAFETY: that buffer, NUL-terminated, copied at once.
+    unsafe { std::ffi::CStr::from_ptr(text) }
+        .to_string_lossy()
+        .into_owned()
 }
