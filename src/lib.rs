@@ -5,6 +5,7 @@
 //! every hook and callback `_PG_init` puts under PostgreSQL: docs/design.md §7 (a test keeps
 //! it true to the tree).
 #![deny(clippy::undocumented_unsafe_blocks)]
+#![deny(clippy::multiple_unsafe_ops_per_block)]
 
 use pgrx::prelude::*;
 
