@@ -258,8 +258,9 @@ pub fn lwlock_section<T>(
     f: impl FnOnce() -> T,
 ) -> Option<T> {
     // `lock` is an LWLock of our tranches in shared memory, set at startup. If `f` raises an
-    // ERROR (a WAL insert can), PostgreSQL's error recovery releases every LWLock held (a
-    // release while the error unwinds would undo the interrupt holdoff the ERROR reset).
+    // ERROR (a WAL insert can), PostgreSQL's error recovery releases every LWLock held. (Not a
+    // guard: a release while the ERROR unwinds would lower the interrupt holdoff count that
+    // the ERROR has already reset to zero.)
     let lock = lock.load(Ordering::Relaxed);
     let held = if wait {
         // SAFETY: an LWLock of ours (see above). Its result says whether it had to wait, not
