@@ -19,7 +19,7 @@ use snowflake_id_core::generator::Generator;
 use snowflake_id_core::layout::{Field, IdTemplate, Layout, TickWindow};
 use snowflake_id_core::monotonic_span::MonotonicSpan;
 use snowflake_id_core::protocol::{self, TickStep};
-use snowflake_id_core::tick_claims::{NextOwned, OwnedStep, OwnedTicks, TickClock};
+use snowflake_id_core::tick_claims::{next_owned, NextOwned, OwnedStep, OwnedTicks, TickClock};
 use snowflake_id_core::worker_ids::{self, WorkerId, MAX_SPACES, TIME_UNITS};
 
 use crate::catalog::CatalogTable;
@@ -569,7 +569,8 @@ fn issue(
     let max_lead = issuer.lead_ticks(layout);
     loop {
         let (now, now_tick) = issuer.clock_tick(shared, name, layout);
-        let NextOwned { step, conflicts } = on.id.next_owned(
+        let NextOwned { step, conflicts } = next_owned(
+            on.id,
             &mut issuer.generator,
             layout,
             on.owned,

@@ -62,13 +62,13 @@ impl SharedState {
     /// compared with the span's bounds, and the clock's offsets with those it was made with.
     #[inline]
     pub fn clock_in(&self, span: &MonotonicSpan) -> bool {
-        self.clock.holds(span, system_clock::monotonic_us())
+        span.holds(&self.clock, system_clock::monotonic_us())
     }
 
     /// The span of monotonic times whose cluster time is in `window` (`clock_in`).
     pub fn clock_span(&self, window: &TickWindow) -> MonotonicSpan {
         let (start, end) = window.bounds();
-        self.clock.span_of(start, end)
+        MonotonicSpan::of(&self.clock, start, end)
     }
 
     /// The cluster's time from CLOCK_MONOTONIC alone: the hot path within a tick whose wall

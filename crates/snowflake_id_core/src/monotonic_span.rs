@@ -7,7 +7,7 @@ use crate::layout::clamp_i64;
 
 /// The monotonic times whose cluster time ([`ClusterClock::read_monotonic`]) lies in a span of
 /// Unix µs, for the two offsets it was made with: the hot path compares its monotonic reading
-/// with them ([`ClusterClock::holds`]) instead of computing the cluster time, as long as
+/// with them ([`MonotonicSpan::holds`]) instead of computing the cluster time, as long as
 /// neither offset has moved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MonotonicSpan {
@@ -57,12 +57,12 @@ fn first_monotonic_at(target: i64, slow_offset_us: i64, trusted_offset_us: i64) 
     [trusted, slow_line].into_iter().flatten().min()
 }
 
-impl ClusterClock {
-    /// The monotonic times whose cluster time is in `[start_unix_us, end_unix_us)` with the
-    /// offsets as they are now; empty if the clock has not started or a bound is past every
+impl MonotonicSpan {
+    /// The monotonic times whose cluster time on `clock` is in `[start_unix_us, end_unix_us)`
+    /// with the offsets as they are now; empty if the clock has not started or a bound is past every
     /// monotonic time.
-    pub fn span_of(&self, start_unix_us: i64, end_unix_us: i64) -> MonotonicSpan {
-        let (slow_offset_us, trusted_offset_us) = self.offsets();
+    pub fn of(clock: &ClusterClock, start_unix_us: i64, end_unix_us: i64) -> MonotonicSpan {
+        let (slow_offset_us, trusted_offset_us) = clock.offsets();
         if trusted_offset_us == NOT_STARTED || slow_offset_us == NOT_STARTED {
             return MonotonicSpan::EMPTY;
         }
@@ -78,13 +78,13 @@ impl ClusterClock {
         }
     }
 
-    /// Whether `read_monotonic(monotonic_us)` lies in `span`: exactly that while both offsets
-    /// are the ones `span` was made with, false once either moved.
+    /// Whether `clock.read_monotonic(monotonic_us)` lies in this span: exactly that while both
+    /// offsets are the ones it was made with, false once either moved.
     #[inline]
-    pub fn holds(&self, span: &MonotonicSpan, monotonic_us: i64) -> bool {
-        span.from_us <= monotonic_us
-            && monotonic_us < span.until_us
-            && self.offsets() == (span.slow_offset_us, span.trusted_offset_us)
+    pub fn holds(&self, clock: &ClusterClock, monotonic_us: i64) -> bool {
+        self.from_us <= monotonic_us
+            && monotonic_us < self.until_us
+            && clock.offsets() == (self.slow_offset_us, self.trusted_offset_us)
     }
 }
 
@@ -100,19 +100,19 @@ mod tests {
     #[test]
     fn a_span_holds_nothing_before_the_start_or_once_an_offset_moved() {
         let c = ClusterClock::new();
-        let span = c.span_of(WALL0, WALL0 + 1_000);
+        let span = MonotonicSpan::of(&c, WALL0, WALL0 + 1_000);
         assert_eq!(span, MonotonicSpan::EMPTY);
-        assert!(!c.holds(&span, 0));
+        assert!(!span.holds(&c, 0));
         c.start(WALL0, MONO0, i64::MIN);
-        let span = c.span_of(WALL0, WALL0 + 1_000);
-        assert!(c.holds(&span, MONO0));
-        assert!(c.holds(&span, MONO0 + 999));
-        assert!(!c.holds(&span, MONO0 + 1_000));
+        let span = MonotonicSpan::of(&c, WALL0, WALL0 + 1_000);
+        assert!(span.holds(&c, MONO0));
+        assert!(span.holds(&c, MONO0 + 999));
+        assert!(!span.holds(&c, MONO0 + 1_000));
         // The lead line runs at 9/10 speed: a microsecond earlier may read the same.
-        assert!(!c.holds(&span, MONO0 - 2));
+        assert!(!span.holds(&c, MONO0 - 2));
         c.raise_to(WALL0 + 500, MONO0);
-        assert!(!c.holds(&span, MONO0));
-        assert!(!c.holds(&MonotonicSpan::EMPTY, 0));
+        assert!(!span.holds(&c, MONO0));
+        assert!(!MonotonicSpan::EMPTY.holds(&c, 0));
     }
 
     fn offset() -> impl Strategy<Value = i64> {
@@ -141,7 +141,7 @@ mod tests {
             let at = c.read_monotonic(mono).unwrap();
             let start = at.saturating_sub(starts_before);
             let end = start.saturating_add(width);
-            let span = c.span_of(start, end);
+            let span = MonotonicSpan::of(&c, start, end);
             let inside = |m: i64| (start..end).contains(&c.read_monotonic(m).unwrap());
             let mut points = vec![mono, span.from_us, span.until_us];
             for (i, d) in probes.iter().enumerate() {
@@ -149,7 +149,7 @@ mod tests {
                 points.push(base.saturating_add(*d));
             }
             for m in points {
-                prop_assert_eq!(c.holds(&span, m), inside(m), "at {}: {:?}", m, span);
+                prop_assert_eq!(span.holds(&c, m), inside(m), "at {}: {:?}", m, span);
             }
         }
     }

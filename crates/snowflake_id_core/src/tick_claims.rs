@@ -45,7 +45,7 @@ impl OwnedTicks {
     }
 }
 
-/// The outcome of [`WorkerId::claim_tick`].
+/// The outcome of [`claim_tick`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TickClaim {
     /// The session owns the tick.
@@ -55,7 +55,7 @@ pub enum TickClaim {
     TakenUntil(i64),
 }
 
-/// The clock as [`WorkerId::next_owned`] reads it, in ticks of the sequence's layout.
+/// The clock as [`next_owned`] reads it, in ticks of the sequence's layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TickClock {
     /// The tick the clock is in.
@@ -64,7 +64,7 @@ pub struct TickClock {
     pub max_lead: u64,
 }
 
-/// One step of [`WorkerId::next_owned`].
+/// One step of [`next_owned`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OwnedStep {
     /// Issue this (tick, sequence); `new_tick` when the tick is later than the one the caller
@@ -80,7 +80,7 @@ pub enum OwnedStep {
     TimeExhausted,
 }
 
-/// What [`WorkerId::next_owned`] found: its step, and how many ticks it found other sessions
+/// What [`next_owned`] found: its step, and how many ticks it found other sessions
 /// own on the way (`snowflake_stats().tick_conflicts`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NextOwned {
@@ -88,81 +88,79 @@ pub struct NextOwned {
     pub conflicts: u64,
 }
 
-impl WorkerId {
-    /// Makes the session whose intervals are `owned` the owner of the tick [start, end) of time
-    /// unit `unit`, unless another session owns part of it.
-    pub fn claim_tick(
-        &self,
-        unit: usize,
-        owned: &mut OwnedTicks,
-        start: i64,
-        end: i64,
-    ) -> TickClaim {
-        if owned.covers(start, end) {
-            return TickClaim::Owned;
+/// Makes the session whose intervals are `owned` the owner of the tick [start, end) of time
+/// unit `unit` on `worker_id`, unless another session owns part of it.
+pub fn claim_tick(
+    worker_id: &WorkerId,
+    unit: usize,
+    owned: &mut OwnedTicks,
+    start: i64,
+    end: i64,
+) -> TickClaim {
+    if owned.covers(start, end) {
+        return TickClaim::Owned;
+    }
+    let floor = &worker_id.floors_unix_us[unit];
+    let mut seen = floor.load(Ordering::Acquire);
+    loop {
+        // Nobody raised the floor since this session's last claim: its interval grows.
+        let extends = seen == owned.to && start >= owned.from;
+        if start < seen && !extends {
+            return TickClaim::TakenUntil(seen);
         }
-        let floor = &self.floors_unix_us[unit];
-        let mut seen = floor.load(Ordering::Acquire);
-        loop {
-            // Nobody raised the floor since this session's last claim: its interval grows.
-            let extends = seen == owned.to && start >= owned.from;
-            if start < seen && !extends {
-                return TickClaim::TakenUntil(seen);
+        // end > seen: a tick at or after `seen` ends after it, and one that extends the
+        // interval is not covered by it, so the floor strictly rises.
+        match floor.compare_exchange_weak(seen, end, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => {
+                let from = if extends { owned.from } else { seen };
+                *owned = OwnedTicks { from, to: end };
+                return TickClaim::Owned;
             }
-            // end > seen: a tick at or after `seen` ends after it, and one that extends the
-            // interval is not covered by it, so the floor strictly rises.
-            match floor.compare_exchange_weak(seen, end, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => {
-                    let from = if extends { owned.from } else { seen };
-                    *owned = OwnedTicks { from, to: end };
-                    return TickClaim::Owned;
-                }
-                Err(now) => seen = now,
-            }
+            Err(now) => seen = now,
         }
     }
+}
 
-    /// The next ID of `generator` (a sequence of `layout`) in a tick the session owns on this
-    /// worker id: proposes ticks as [`Generator::next`] does and claims each tick later than
-    /// `published`, skipping past ticks other sessions own (counted in its result).
-    #[inline]
-    pub fn next_owned(
-        &self,
-        generator: &mut Generator,
-        layout: &Layout,
-        owned: &mut OwnedTicks,
-        published: Option<u64>,
-        clock: TickClock,
-    ) -> NextOwned {
-        let mut conflicts = 0;
-        let step = loop {
-            match generator.next(clock.now, clock.max_lead, layout.max_tick()) {
-                Step::Issue { tick, sequence } => {
-                    let new_tick = published < Some(tick);
-                    if new_tick {
-                        let start = layout.tick_start_unix_us(tick);
-                        let end = layout.tick_start_unix_us(tick.saturating_add(1));
-                        let unit = layout.time_unit_index();
-                        if let TickClaim::TakenUntil(floor) =
-                            self.claim_tick(unit, owned, start, end)
-                        {
-                            conflicts += 1;
-                            generator.skip_to(layout.first_tick_at_or_after(floor));
-                            continue;
-                        }
+/// The next ID of `generator` (a sequence of `layout`) in a tick the session owns on
+/// `worker_id`: proposes ticks as [`Generator::next`] does and claims each tick later than
+/// `published`, skipping past ticks other sessions own (counted in its result).
+#[inline]
+pub fn next_owned(
+    worker_id: &WorkerId,
+    generator: &mut Generator,
+    layout: &Layout,
+    owned: &mut OwnedTicks,
+    published: Option<u64>,
+    clock: TickClock,
+) -> NextOwned {
+    let mut conflicts = 0;
+    let step = loop {
+        match generator.next(clock.now, clock.max_lead, layout.max_tick()) {
+            Step::Issue { tick, sequence } => {
+                let new_tick = published < Some(tick);
+                if new_tick {
+                    let start = layout.tick_start_unix_us(tick);
+                    let end = layout.tick_start_unix_us(tick.saturating_add(1));
+                    let unit = layout.time_unit_index();
+                    if let TickClaim::TakenUntil(floor) =
+                        claim_tick(worker_id, unit, owned, start, end)
+                    {
+                        conflicts += 1;
+                        generator.skip_to(layout.first_tick_at_or_after(floor));
+                        continue;
                     }
-                    break OwnedStep::Issue {
-                        tick,
-                        sequence,
-                        new_tick,
-                    };
                 }
-                Step::WaitUntil { tick } => break OwnedStep::WaitUntil { tick },
-                Step::TimeExhausted => break OwnedStep::TimeExhausted,
+                break OwnedStep::Issue {
+                    tick,
+                    sequence,
+                    new_tick,
+                };
             }
-        };
-        NextOwned { step, conflicts }
-    }
+            Step::WaitUntil { tick } => break OwnedStep::WaitUntil { tick },
+            Step::TimeExhausted => break OwnedStep::TimeExhausted,
+        }
+    };
+    NextOwned { step, conflicts }
 }
 
 #[cfg(all(test, not(loom)))]
@@ -179,23 +177,23 @@ mod tests {
     fn claims_extend_own_intervals_and_skip_the_others() {
         let id = WorkerId::new();
         let (mut a, mut b) = (OwnedTicks::NONE, OwnedTicks::NONE);
-        assert_eq!(id.claim_tick(0, &mut a, 1_000, 2_000), TickClaim::Owned);
+        assert_eq!(claim_tick(&id, 0, &mut a, 1_000, 2_000), TickClaim::Owned);
         assert_eq!(a, OwnedTicks { from: 0, to: 2_000 });
         // Inside its interval: no write.
-        assert_eq!(id.claim_tick(0, &mut a, 1_500, 2_000), TickClaim::Owned);
+        assert_eq!(claim_tick(&id, 0, &mut a, 1_500, 2_000), TickClaim::Owned);
         // The next tick extends it.
-        assert_eq!(id.claim_tick(0, &mut a, 2_000, 3_000), TickClaim::Owned);
+        assert_eq!(claim_tick(&id, 0, &mut a, 2_000, 3_000), TickClaim::Owned);
         assert_eq!((a.from, a.to, id.floor(0)), (0, 3_000, 3_000));
         // Another session cannot have any of it, nor a tick reaching into it.
         assert_eq!(
-            id.claim_tick(0, &mut b, 2_000, 3_000),
+            claim_tick(&id, 0, &mut b, 2_000, 3_000),
             TickClaim::TakenUntil(3_000)
         );
         assert_eq!(
-            id.claim_tick(0, &mut b, 2_500, 3_500),
+            claim_tick(&id, 0, &mut b, 2_500, 3_500),
             TickClaim::TakenUntil(3_000)
         );
-        assert_eq!(id.claim_tick(0, &mut b, 3_000, 4_000), TickClaim::Owned);
+        assert_eq!(claim_tick(&id, 0, &mut b, 3_000, 4_000), TickClaim::Owned);
         assert_eq!(
             b,
             OwnedTicks {
@@ -205,10 +203,10 @@ mod tests {
         );
         // Now `a` cannot extend over `b`'s tick; it starts a new interval past it.
         assert_eq!(
-            id.claim_tick(0, &mut a, 3_000, 4_000),
+            claim_tick(&id, 0, &mut a, 3_000, 4_000),
             TickClaim::TakenUntil(4_000)
         );
-        assert_eq!(id.claim_tick(0, &mut a, 5_000, 6_000), TickClaim::Owned);
+        assert_eq!(claim_tick(&id, 0, &mut a, 5_000, 6_000), TickClaim::Owned);
         assert_eq!(
             a,
             OwnedTicks {
@@ -217,7 +215,7 @@ mod tests {
             }
         );
         // Units are independent.
-        assert_eq!(id.claim_tick(1, &mut b, 0, 10_000), TickClaim::Owned);
+        assert_eq!(claim_tick(&id, 1, &mut b, 0, 10_000), TickClaim::Owned);
         assert_eq!(
             (id.floor(0), id.floor(1), id.highest_floor()),
             (6_000, 10_000, 10_000)
@@ -229,14 +227,14 @@ mod tests {
         let id = WorkerId::new();
         let (mut a, mut b) = (OwnedTicks::NONE, OwnedTicks::NONE);
         assert_eq!(
-            id.claim_tick(0, &mut a, 1_000_000, 2_000_000),
+            claim_tick(&id, 0, &mut a, 1_000_000, 2_000_000),
             TickClaim::Owned
         );
         // Only this session's claim is in the way: its interval is free for another sequence.
         assert_eq!(a.first_start_for_new_sequence(id.floor(0)), 0);
         // Another session claimed after it: after the floor.
         assert_eq!(
-            id.claim_tick(0, &mut b, 2_000_000, 3_000_000),
+            claim_tick(&id, 0, &mut b, 2_000_000, 3_000_000),
             TickClaim::Owned
         );
         assert_eq!(a.first_start_for_new_sequence(id.floor(0)), 3_000_000);
@@ -257,7 +255,8 @@ mod tests {
         let (mut ga, mut gb) = (Generator::new(12, None), Generator::new(12, None));
         let mut conflicts = 0;
         let step = |g: &mut Generator, owned: &mut OwnedTicks, published, now, c: &mut u64| {
-            let next = id.next_owned(
+            let next = next_owned(
+                &id,
                 g,
                 &layout,
                 owned,
@@ -311,7 +310,8 @@ mod tests {
         // Without lead, the skipped-to tick waits for the clock.
         let mut gc = Generator::new(12, None);
         let mut c = OwnedTicks::NONE;
-        let waits = id.next_owned(
+        let waits = next_owned(
+            &id,
             &mut gc,
             &layout,
             &mut c,
@@ -348,7 +348,8 @@ mod tests {
                         while out.len() < IDS_PER_THREAD {
                             // A shared fake clock that moves a tick every 64 calls.
                             let now = clock.fetch_add(1, Ordering::Relaxed) / 64;
-                            let next = id.next_owned(
+                            let next = next_owned(
+                                id,
                                 &mut generator,
                                 &layout,
                                 &mut owned,
@@ -500,7 +501,7 @@ mod tests {
                         loop {
                             let now_tick = layout.tick_at(now).unwrap();
                             let clock = TickClock { now: now_tick, max_lead: lead };
-                            match id.next_owned(generator, layout, &mut session.owned[unit],
+                            match next_owned(id, generator, layout, &mut session.owned[unit],
                                                 *published, clock).step {
                                 OwnedStep::Issue { tick, sequence, new_tick } => {
                                     prop_assert_eq!(new_tick, *published < Some(tick));

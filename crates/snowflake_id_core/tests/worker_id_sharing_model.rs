@@ -13,7 +13,7 @@ use loom::thread;
 
 use snowflake_id_core::generator::Generator;
 use snowflake_id_core::layout::PRESETS;
-use snowflake_id_core::tick_claims::{OwnedStep, OwnedTicks, TickClock};
+use snowflake_id_core::tick_claims::{next_owned, OwnedStep, OwnedTicks, TickClock};
 use snowflake_id_core::worker_ids::{attach, detach, WorkerId};
 
 /// Issues `count` IDs at clock tick `now` (lead 4) on the worker id `space[worker]`.
@@ -24,15 +24,15 @@ fn issue(space: &[WorkerId], worker: usize, now: u64, count: usize) -> Vec<(u64,
     let mut generator = Generator::new(1, None);
     let (mut owned, mut published, mut out) = (OwnedTicks::NONE, None, Vec::new());
     while out.len() < count {
-        match id
-            .next_owned(
-                &mut generator,
-                &layout,
-                &mut owned,
-                published,
-                TickClock { now, max_lead: 4 },
-            )
-            .step
+        match next_owned(
+            id,
+            &mut generator,
+            &layout,
+            &mut owned,
+            published,
+            TickClock { now, max_lead: 4 },
+        )
+        .step
         {
             OwnedStep::Issue { tick, sequence, .. } => {
                 published = published.max(Some(tick));
