@@ -10,7 +10,7 @@
 -- OPERATOR(pg_catalog.…), every function and type is pg_catalog's or the extension's, named by
 -- schema, and every function whose body is text runs with search_path = pg_catalog, pg_temp
 -- (pgrx-tests/tests/sealed_by_construction.rs). The functions that change the extension's state
--- check who calls them when they run (src/privileges.rs); none is SECURITY DEFINER.
+-- check who calls them when they run (src/pg/privileges.rs); none is SECURITY DEFINER.
 
 -- The extension's state and internal functions live in a schema it creates itself, so that no
 -- role but the superuser running this owns anything there (docs/design.md §6). A schema of that
@@ -89,15 +89,15 @@ SELECT pg_catalog.pg_extension_config_dump('snowflake_id_internal.snowflake_floo
 
 -- Rows are only inserted (rows the extension can serve: 23514 otherwise), and deleted by
 -- snowflake_drop_sequence: the guard refuses every other UPDATE or DELETE, also by roles
--- PostgreSQL lets write every table (pg_write_all_data) (src/catalog.rs, catalog_guard).
+-- PostgreSQL lets write every table (pg_write_all_data) (src/checks/catalog_guard.rs).
 CREATE FUNCTION snowflake_id_internal.catalog_guard() RETURNS trigger
 LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_catalog_guard';
 CREATE TRIGGER changed_only_by_snowflake_id
     BEFORE INSERT OR UPDATE OR DELETE ON snowflake_id_internal.snowflake_sequence_catalog
     FOR EACH ROW EXECUTE FUNCTION snowflake_id_internal.catalog_guard();
 
--- The SQL functions (src/sql_api.rs). snowflake_nextval(seq) is the hot path, a bare C function
--- rather than a pgrx wrapper (src/sql_api.rs says why).
+-- The SQL functions (src/sql_api/). snowflake_nextval(seq) is the hot path, a bare C function
+-- rather than a pgrx wrapper (src/sql_api/ids.rs says why).
 CREATE FUNCTION snowflake_nextval(seq text DEFAULT 'default') RETURNS bigint
 STRICT VOLATILE PARALLEL UNSAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_nextval_wrapper';
@@ -153,7 +153,7 @@ STRICT STABLE PARALLEL SAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_partition_bounds_of_wrapper';
 
 -- Creating and dropping sequences: for the database's owner and superusers, checked when they
--- run; the catalog is written as its owner (src/privileges.rs).
+-- run; the catalog is written as its owner (src/pg/privileges.rs).
 CREATE FUNCTION snowflake_create_sequence(
     name text,
     preset text DEFAULT 'classic',
@@ -609,7 +609,7 @@ COMMENT ON FUNCTION snowflake_convert_column(regclass, name, text) IS
 -- repeat. pg_restore builds a table's keys after its rows: when a command leaves a valid, whole
 -- btree index whose first column is a bigint defaulting to snowflake_nextval(['<sequence>']), the
 -- index's last entry is compared with where this database's new IDs begin, and a WARNING names a
--- superuser's step when it lies beyond (src/stored_ids.rs; docs/reference.md "Moving to a new
+-- superuser's step when it lies beyond (src/checks/stored_ids.rs; docs/reference.md "Moving to a new
 -- cluster"). No value in a table moves the floor, no role's code runs, no role is switched. The
 -- check never fails the command; Citus tables are left out (their rows are on the workers). A C
 -- function: a command that can neither build an index nor set a default (told apart by its

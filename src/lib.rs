@@ -9,39 +9,18 @@
 
 use pgrx::prelude::*;
 
-mod backend;
-mod catalog;
-mod citus;
-mod cluster_time;
-mod database_floor;
+mod checks;
+mod durability;
 mod errors;
-mod extension_directory;
-mod guards;
-mod gucs;
-mod maintenance;
-mod privileges;
-mod publications;
-mod reservation;
-mod reservation_worker;
-mod sequence_cache;
-mod shared_memory;
+mod hooks;
+mod ids;
+mod pg;
+mod shmem;
 mod sql_api;
-mod stored_ids;
-mod subtransaction;
-mod system_clock;
-mod timestamps;
-mod unguarded;
+mod state;
 
 #[cfg(any(test, feature = "pg_test"))]
-mod catalog_tests;
-#[cfg(any(test, feature = "pg_test"))]
-mod convert_column_tests;
-#[cfg(any(test, feature = "pg_test"))]
-mod partition_tests;
-#[cfg(any(test, feature = "pg_test"))]
-mod pg_test_helpers;
-#[cfg(any(test, feature = "pg_test"))]
-mod sql_tests;
+mod tests;
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -68,13 +47,8 @@ pub extern "C-unwind" fn _PG_init() {
         // function reports the missing shared_preload_libraries entry (errors::not_preloaded).
         return;
     }
-    gucs::register();
-    reservation::register_wal_resource_manager();
-    shared_memory::install_hooks(reservation::write_floor_at_shutdown);
-    citus::install_hooks();
-    maintenance::install_hook();
-    extension_directory::install_hooks();
-    reservation_worker::register();
+    pg::gucs::register();
+    hooks::install();
 }
 
 /// Required by `cargo pgrx test`.

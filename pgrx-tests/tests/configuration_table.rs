@@ -1,5 +1,5 @@
 //! The reference's configuration table (docs/reference.md, "Configuration") lists exactly the
-//! parameters the extension registers (`src/gucs.rs`), each with the default and the context
+//! parameters the extension registers (`src/pg/gucs.rs`), each with the default and the context
 //! the server reports in `pg_settings`, and every range `a–b` its text gives is the parameter's
 //! bounds: the table cannot drift from the code in either direction.
 

@@ -1,5 +1,5 @@
 //! An error raised under the library's hooks reaches the client with every field it has without
-//! the library (src/unguarded.rs): a unique violation, a foreign-key violation and a syntax
+//! the library (src/hooks/unguarded.rs): a unique violation, a foreign-key violation and a syntax
 //! error, each through a plain statement, `EXECUTE` of a prepared statement, `CALL`, `COPY`
 //! and `DO`, and PL/pgSQL's `GET STACKED DIAGNOSTICS` after a unique violation inside `CALL`,
 //! compared field by field (severity, SQLSTATE, message, detail, hint, position, internal

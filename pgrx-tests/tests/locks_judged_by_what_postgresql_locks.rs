@@ -1,5 +1,5 @@
 //! A lock that would make other sessions' IDs wait is a superuser's, however the command reaches
-//! the state (src/maintenance.rs, design §6): PostgreSQL's `LOCK TABLE` of a view locks the
+//! the state (src/checks/locks.rs, design §6): PostgreSQL's `LOCK TABLE` of a view locks the
 //! view's base relations in the same mode, checking the view owner's rights, so on 229c10d a
 //! `pg_write_all_data` member's own view over the catalog table, a view over that view, and the
 //! extension's own `snowflake_sequences` (for a role with a superuser's routine `GRANT ALL ON ALL

@@ -1,5 +1,5 @@
 //! A new connection's first ID takes the layout, the catalog table and the floor relations
-//! from the server's extension directory (src/extension_directory.rs), which earlier
+//! from the server's extension directory (src/state/extension_directory.rs), which earlier
 //! connections filled. Every change that removes or replaces what it holds reaches the next new
 //! connection: a sequence dropped (and created again with another layout), in a plain or a
 //! prepared transaction; rows deleted by a superuser with the guard trigger off, or truncated;

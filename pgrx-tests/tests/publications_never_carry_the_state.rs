@@ -1,4 +1,4 @@
-//! No publication carries the extension's catalog table (src/publications.rs, design §6): a
+//! No publication carries the extension's catalog table (src/checks/publications.rs, design §6): a
 //! logical apply worker writes its subscriber's tables with no executor plan and no row trigger
 //! of ours, so neither the subscriber's extension directory nor its sessions would follow a
 //! change it applied there (on 229c10d, with `copy_data = false`, a sequence re-created on the

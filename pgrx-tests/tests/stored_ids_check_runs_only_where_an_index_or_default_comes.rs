@@ -1,5 +1,5 @@
 //! The stored-IDs check (the event trigger `snowflake_id_warn_of_stored_ids_ahead`,
-//! src/stored_ids.rs) warns at every command that builds an index led by a snowflake column
+//! src/checks/stored_ids.rs) warns at every command that builds an index led by a snowflake column
 //! holding IDs ahead of the floor, or gives such a column its default (an `ALTER TABLE` that
 //! builds any index, changes a column's type or attaches a partition looks at every index of its
 //! table), and does no work for any other `CREATE INDEX` or `ALTER TABLE` (most of a migration's

@@ -4,8 +4,8 @@
 use pgrx::prelude::*;
 use snowflake_id_core::reservation_file;
 
-use super::Error;
-use crate::timestamps::format_unix_us;
+use super::error::Error;
+use crate::pg::timestamps::format_unix_us;
 
 // The reservation file (docs/design.md §5).
 

@@ -1,7 +1,7 @@
 //! What one backend knows of its database's floor relation, and what it decides from that
 //! before the first ID of a tick leaves (docs/design.md §5.3): whether to read the relation,
 //! whether to raise it and to what, and which of its values to make durable. The glue
-//! (`src/database_floor.rs`) locates, reads, writes and flushes the relation; this module only
+//! (`src/durability/database_floor.rs`) locates, reads, writes and flushes the relation; this module only
 //! decides.
 //!
 //! The relation holds a time (µs since 1970) that no tick of an ID issued in the database ends

@@ -3,7 +3,7 @@
 //! `snowflake_raise_floor`, written once over two small traits. [`DurableReservation`] is the
 //! cluster's reservation and durable floor (shared memory, the WAL, the reservation file);
 //! [`FloorRelation`] is one database's floor relation and the WAL it is logged in. The extension
-//! implements them with PostgreSQL (`src/reservation.rs`, `src/database_floor.rs`); the model
+//! implements them with PostgreSQL (`src/durability/reservation.rs`, `src/durability/database_floor.rs`); the model
 //! checker (`tests/protocol_model.rs`) implements them in memory and runs these same steps
 //! through every interleaving of sessions, the reservation worker, the WAL writer, crashes,
 //! promotions and restores it can reach. What each step decides is asked of [`RenewalPolicy`]

@@ -14,7 +14,7 @@
 //! has always covers half a window beyond the IDs issued, which is what covers asynchronous
 //! replication lag (§5.2). The worker goes on renewing for `snowflake_id.idle_renewal` after
 //! the last ID, so the first ID after a quiet spell that long finds R renewed too; after it an
-//! idle server writes nothing. The glue (`src/reservation.rs`) does the writing; this module
+//! idle server writes nothing. The glue (`src/durability/reservation.rs`) does the writing; this module
 //! only decides.
 
 /// The renewal marks of one `reserve_ahead` window, and the trusted lead that follows from it.

@@ -422,7 +422,7 @@ mod tests {
     enum Start {
         AtTheClock,
         AfterTheFloor,
-        /// `OwnedTicks::first_start_for_new_sequence`, as `src/backend.rs` does.
+        /// `OwnedTicks::first_start_for_new_sequence`, as `src/ids/backend.rs` does.
         AsTheGlueDoes,
     }
 
