@@ -1,7 +1,8 @@
 //! Statements about the tree stay true (issue 65): the install script's header names the
 //! crate's version and each update script's the two versions of its file name, and every path
-//! of the repository that a document, a script or a comment cites exists. On 229c10d
-//! `sql/snowflake_id--0.12.0.sql` began "snowflake_id 0.11.0", and design.md and
+//! of the repository that a document, a script or a comment cites exists, and so does a file
+//! each names in backquotes by its name or its path in a folder (`backend.rs`,
+//! `hooks/shmem.rs`). On 229c10d `sql/snowflake_id--0.12.0.sql` began "snowflake_id 0.11.0", and design.md and
 //! `layout_properties.rs` cited `sql/bootstrap.sql`, long gone. No server is started.
 
 use std::path::Path;
@@ -87,6 +88,25 @@ fn cited_paths(text: &str) -> Vec<String> {
     cited
 }
 
+/// The Rust files `text` names in backquotes by their name alone or by a path below a folder
+/// that is not a root (`` `backend.rs` ``, `` `hooks/shmem.rs` ``): each must end the path of
+/// some file of the tree.
+fn cited_file_names(text: &str) -> Vec<String> {
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|quoted| {
+            quoted.ends_with(".rs")
+                && quoted.len() > ".rs".len()
+                && quoted
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_/.".contains(c))
+                && !ROOTS.iter().any(|root| quoted.starts_with(root))
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
 /// Files whose citations are the tree of their day (the changelog, released SQL scripts and
 /// the fixtures that keep them, this file's examples of stale ones), or not of this tree
 /// (vendored sources, Cargo's feature names `crate/feature`).
@@ -128,6 +148,19 @@ fn every_path_a_document_script_or_comment_cites_exists() {
                 missing.push(format!("{file} cites {path}"));
             }
         }
+        if file == "pgrx-tests/tests/design_layout.rs" {
+            continue; // its checks' own examples name files of no tree
+        }
+        for name in cited_file_names(&text) {
+            checked += 1;
+            let ending = format!("/{name}");
+            if !files
+                .lines()
+                .any(|tracked| tracked == name || tracked.ends_with(&ending))
+            {
+                missing.push(format!("{file} cites {name}"));
+            }
+        }
     }
     assert!(
         checked > 500,
@@ -148,4 +181,6 @@ fn the_citation_scan_finds_paths_and_skips_patterns() {
         cited_paths(text),
         ["src/backend.rs", "docs/design.md", "pgrx-tests/tests"]
     );
+    let text = "`hooks/shmem.rs` and `backend.rs` (not `src/lib.rs`, `x.rs;` or `.rs`)";
+    assert_eq!(cited_file_names(text), ["hooks/shmem.rs", "backend.rs"]);
 }
