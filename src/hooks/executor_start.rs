@@ -4,6 +4,7 @@
 
 use once_cell::sync::OnceCell;
 use pgrx::prelude::*;
+use pgrx::PgList;
 
 use crate::hooks::unguarded;
 use crate::state::extension_directory;
@@ -42,46 +43,24 @@ unsafe extern "C-unwind" fn on_executor_start(
     if flags & pg_sys::EXEC_FLAG_EXPLAIN_ONLY as std::ffi::c_int != 0 {
         return;
     }
-    // The plan's result relation list (null when empty) holds range table indexes, from 1,
-    // into its range table, a list of range table entries; both are read in place.
     // SAFETY: the executor's query descriptor, valid for the call.
     let plan = unsafe { (*query).plannedstmt };
     // SAFETY: its planned statement, started above.
     let plan = unsafe { &*plan };
-    let results = plan.resultRelations;
-    let count = if results.is_null() {
-        0
-    } else {
-        // SAFETY: a non-null list.
-        unsafe { (*results).length }
-    };
-    let writes_state = (0..count as usize).any(|position| {
-        // SAFETY: an integer list of `count` cells.
-        let cell = unsafe { list_cell(results, position) };
-        // SAFETY: an integer list's cells hold ints.
-        let index = unsafe { cell.int_value } as usize;
-        // SAFETY: the range table, which holds every result relation's entry.
-        let cell = unsafe { list_cell(plan.rtable, index - 1) };
-        // SAFETY: a pointer list's cells hold pointers, here to a RangeTblEntry.
-        let entry = unsafe { cell.ptr_value }.cast::<pg_sys::RangeTblEntry>();
+    // SAFETY: the plan's result relation list (null when empty): range table indexes, from 1.
+    let results = unsafe { PgList::<i32>::from_pg(plan.resultRelations) };
+    // SAFETY: the plan's range table, which holds every result relation's entry.
+    let range_table = unsafe { PgList::<pg_sys::RangeTblEntry>::from_pg(plan.rtable) };
+    // Both lists are read in place (PostgreSQL owns them; nothing is copied or freed).
+    let writes_state = (0..results.len()).any(|position| {
+        let entry = results
+            .get_int(position)
+            .and_then(|index| usize::try_from(index).ok()?.checked_sub(1))
+            .and_then(|index| range_table.get_ptr(index));
         // SAFETY: a range table entry of the running plan.
-        extension_directory::is_state_relation(unsafe { (*entry).relid })
+        entry.is_some_and(|entry| extension_directory::is_state_relation(unsafe { (*entry).relid }))
     });
     if writes_state {
         extension_directory::forget_at_commit();
     }
-}
-
-/// Cell `position` of `list`, read in place, as PostgreSQL's `list_nth_cell` does.
-///
-/// # Safety
-/// `list` is a valid list of more than `position` cells.
-#[inline]
-unsafe fn list_cell(list: *mut pg_sys::List, position: usize) -> pg_sys::ListCell {
-    // SAFETY: a valid list (see the contract).
-    let cells = unsafe { (*list).elements };
-    // SAFETY: `position` is below its length, so inside its array of cells.
-    let cell = unsafe { cells.add(position) };
-    // SAFETY: a cell of the list.
-    unsafe { *cell }
 }
