@@ -4,12 +4,13 @@
 //! reservation's advance in between (below IDs already issued only if the first backend
 //! stalled there for over half a window, which a `pg_upgrade` or a dump would then carry).
 //! Writes now take an LWLock and write only a higher value. With `snowflake_id.reserve_ahead`
-//! at 4 ms the floor is written every few milliseconds; four sessions insert while new sessions
-//! keep taking their first IDs (each reads the relation and its last writes under that lock),
-//! and a sampler reads the relation as fast as it can: no value it reads may be below the one
-//! before, and no session may fail. (The race's window is a few microseconds: 0.8.0's first
-//! build, without the lock, passed this test too; it checks the property and the lock's paths
-//! under load, not that the race was seen.)
+//! at 4 ms and `snowflake_id.idle_renewal` at 8 ms the floor is written every few
+//! milliseconds; four sessions insert while new sessions keep taking their first IDs (each
+//! reads the relation and its last writes under that lock), and a sampler reads the relation
+//! as fast as it can: no value it reads may be below the one before, and no session may fail.
+//! (The race's window is a few microseconds: 0.8.0's first build, without the lock, passed
+//! this test too; it checks the property and the lock's paths under load, not that the race
+//! was seen.)
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
@@ -26,6 +27,8 @@ const SAMPLING_CAP: Duration = Duration::from_secs(90);
 fn the_floor_relation_only_rises_while_sessions_write_it_every_few_milliseconds() {
     let cluster = Cluster::builder()
         .setting("snowflake_id.reserve_ahead = '4ms'")
+        // A floor lead of 8 ms: writes are due every half window and half lead (6 ms).
+        .setting("snowflake_id.idle_renewal = '8ms'")
         .start();
     cluster.connect().batch_execute(IDS_TABLE).unwrap();
 

@@ -9,10 +9,12 @@
 //! more, and the WAL record that set it must be flushed. So that no session waits for a write
 //! and its flush in its own statement, the relation is raised to the published reservation
 //! plus the floor lead (`snowflake_id.idle_renewal`) half a window (the renewal policy's waiting
-//! mark) before a tick gets within the floor lead of it, and flushed only when a tick passes
-//! the value before, by when the reservation worker's renewal or the WAL writer has flushed it.
-//! So the first ID after a quiet spell shorter than the floor lead finds the relation covering
-//! it, written and flushed long before.
+//! mark) before a tick gets within half the floor lead of it, and flushed only when a tick
+//! passes the value before, by when the reservation worker's renewal or the WAL writer has
+//! flushed it. So the first ID after a quiet spell shorter than half the floor lead writes
+//! nothing, one after a spell shorter than the lead waits for no flush (the relation covers it,
+//! written and flushed long before), and while IDs flow the relation is written about once per
+//! half window and half lead.
 
 use crate::renewal::RenewalPolicy;
 
@@ -90,11 +92,11 @@ impl FloorView {
         }
     }
 
-    /// Whether a tick ending at `end` gets within the floor lead and half a window of the newest
-    /// value known.
+    /// Whether a tick ending at `end` gets within half the floor lead and half a window of the
+    /// newest value known: half the lead is used up since the relation was last raised.
     fn near(&self, end: i64, policy: &RenewalPolicy) -> bool {
         end.saturating_add(policy.wait_mark())
-            .saturating_add(policy.floor_lead())
+            .saturating_add(policy.floor_lead() / 2)
             > self.newest.value
     }
 
@@ -148,7 +150,7 @@ impl FloorView {
     }
 
     /// After a read: the value to raise the relation to before a tick ending at `end`, when it
-    /// is within the floor lead and half a window of it: the published reservation (which
+    /// is within half the floor lead and half a window of it: the published reservation (which
     /// covers the tick by half a window, design §5.1), or the tick's end if more, plus the floor
     /// lead.
     pub fn raise_to(&self, end: i64, reserved_until: i64, policy: &RenewalPolicy) -> Option<i64> {
@@ -377,26 +379,28 @@ mod tests {
     }
 
     #[test]
-    fn with_a_floor_lead_the_relation_is_written_that_far_ahead_as_often_as_without() {
+    fn with_a_floor_lead_the_relation_is_written_that_far_ahead_once_half_of_it_is_used() {
         let leading = policy().renewing_while_idle_for(60_000_000);
         let mut view = FloorView::NEW;
         view.read(logged(10_000_000, 5), 5, OURS, 0);
-        // Near means within the lead and half a window: raised to the reservation plus the lead.
+        // Near means within half the lead and half a window: raised to the reservation plus the
+        // lead.
         assert_eq!(
-            view.raise_to(9_600_000 - 60_000_000, 11_000_000, &leading),
+            view.raise_to(9_600_000 - 30_000_000, 11_000_000, &leading),
             Some(71_000_000)
         );
         assert_eq!(
-            view.raise_to(9_400_000 - 60_000_000, 11_000_000, &leading),
+            view.raise_to(9_400_000 - 30_000_000, 11_000_000, &leading),
             None
         );
         view.wrote(logged(71_000_000, 9));
-        // The next tick that needs a write is half a window below the reservation, as without
-        // a lead; every tick up to the value before it waits for no flush of the new write.
-        assert_eq!(view.raise_to(10_400_000, 11_000_000, &leading), None);
+        // The next write is due once half the lead is used: a tick half a window and half the
+        // lead below the value; every tick up to the value before waits for no flush of it.
+        assert_eq!(view.raise_to(40_400_000, 41_000_000, &leading), None);
         assert_eq!(view.flush_for(9_900_000, 5), None);
-        // A tick after a quiet spell shorter than the lead gets near the value: raised again,
-        // and it waits for no flush: the value before covers it, flushed long before.
+        // A tick after a quiet spell longer than half the lead and shorter than the lead gets
+        // near the value: raised again, and it waits for no flush: the value before covers it,
+        // flushed long before.
         assert_eq!(view.check(60_000_000, 9, &leading), FloorCheck::Read);
         assert_eq!(
             view.raise_to(60_000_000, 61_000_000, &leading),
