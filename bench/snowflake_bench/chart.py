@@ -142,7 +142,7 @@ def write_latency_chart(results, path):
             ax.set_xticks(range(len(runs)), [rate_label(run["rate"]) for run in runs])
             ax.set_yscale("log")
             ax.set_xlabel("transactions per second in all (max: unthrottled)")
-            ax.set_ylabel("ms from the scheduled start")
+            ax.set_ylabel("ms, net of the schedule lag")
             ax.set_title(f"synchronous_commit = {setting}, {count} "
                          f"{'client' if count == 1 else 'clients'}")
             ax.grid(True, which="both", alpha=0.3)

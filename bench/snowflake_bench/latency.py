@@ -153,7 +153,10 @@ def parse_log(text):
 
 def split_by_key(records, keys):
     """({key: [latency µs]}, [schedule lag µs], warm-ups left out): each session's first
-    transaction is its warm-up (script_text) and is left out."""
+    transaction is its warm-up (script_text) and is left out. With --rate pgbench counts a
+    transaction's time from its scheduled start, so it holds the client's own lag in starting
+    it (its wake-up, a slot taken by the session's transaction before): the latency kept is net
+    of that lag, the statement's time as the server and the connection make it."""
     first = {}
     for client, number, _, _, _ in records:
         first[client] = min(number, first.get(client, number))
@@ -162,7 +165,7 @@ def split_by_key(records, keys):
     for client, number, latency, script, lag in records:
         if number == first[client]:
             continue
-        latencies[keys[script]].append(latency)
+        latencies[keys[script]].append(latency - (lag or 0))
         if lag is not None:
             lags.append(lag)
     return latencies, lags, len(first)
@@ -467,7 +470,8 @@ def render(results, server_version):
         "pgbench, one prepared single-row `INSERT … RETURNING id` per transaction, the scripts"
         f" of all keys ({', '.join(f'`{LABELS[key]}`' for key in keys)}) mixed in each run with "
         "equal weights; rates are transactions per second in all (`--rate`, Poisson "
-        "schedule; max: unthrottled), latencies in ms from each transaction's scheduled start. "
+        "schedule; max: unthrottled), latencies in ms from each transaction's start (net of "
+        "pgbench's schedule lag: the client's own delay in starting it, reported apart). "
         f"A run lasts {settings['seconds']} s, or at low rates long enough for "
         f"{settings['samples']} transactions per key, at most {settings['max_seconds']} s. Each "
         "session's first transaction inserts one row into every table (a warm-up) and is left "
