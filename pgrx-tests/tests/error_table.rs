@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 
-use snowflake_id_cluster_tests::fixtures::{reference_error_tables, workspace_root};
+use snowflake_id_cluster_tests::fixtures::{reference_error_tables, rust_sources, workspace_root};
 use snowflake_id_cluster_tests::pg_config;
 
 /// `ERRCODE_NAME` → SQLSTATE, from `#define ERRCODE_NAME MAKE_SQLSTATE('2','2','0','2','3')`.
@@ -36,20 +36,6 @@ fn errcode_identifiers(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// The Rust files under `dir`, in every folder.
-fn glue_sources(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut found = Vec::new();
-    for entry in fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            found.extend(glue_sources(&path));
-        } else if path.extension().is_some_and(|extension| extension == "rs") {
-            found.push(path);
-        }
-    }
-    found
-}
-
 /// The SQLSTATEs the code raises, each with where it was found.
 fn raised_by_code(root: &Path) -> BTreeMap<String, String> {
     let by_name = sqlstates_by_name();
@@ -60,9 +46,8 @@ fn raised_by_code(root: &Path) -> BTreeMap<String, String> {
         (code.clone(), format!("{name} in {place}"))
     };
     let mut raised = BTreeMap::new();
-    for path in glue_sources(&root.join("src")) {
-        let text = fs::read_to_string(&path).unwrap();
-        let place = path.strip_prefix(root).unwrap().display().to_string();
+    for (file, text) in rust_sources("src") {
+        let place = format!("src/{file}");
         if place.starts_with("src/errors/") {
             raised.extend(
                 errcode_identifiers(&text)
