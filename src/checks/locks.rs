@@ -37,13 +37,13 @@ use crate::state::extension_directory;
 ///
 /// # Safety
 /// `utility` is the planned utility statement's node (or null), valid for the call, inside a
-/// transaction.
-pub unsafe fn before_command(utility: *mut pg_sys::Node) -> StateLocks {
+/// transaction, and `kind` its tag as read before the command runs (it may change the tree).
+pub unsafe fn before_command(
+    utility: *mut pg_sys::Node,
+    kind: Option<pg_sys::NodeTag>,
+) -> StateLocks {
     // SAFETY: superuser() reads this backend's cached role.
     let superuser = unsafe { pg_sys::superuser() };
-    // SAFETY: the statement's node (null or valid, see the contract), whose tag is read before
-    // the command runs (it may change the tree).
-    let kind = unsafe { utility.as_ref() }.map(|node| node.type_);
     if superuser || !kind.is_some_and(may_lock) {
         return StateLocks::default();
     }

@@ -41,7 +41,7 @@ unsafe extern "C-unwind" fn process_utility(
     // (it may change the tree).
     let kind = unsafe { utility.as_ref() }.map(|node| node.type_);
     // SAFETY: the statement's node, inside the command's transaction.
-    let before = unsafe { locks::before_command(utility) };
+    let before = unsafe { locks::before_command(utility, kind) };
     let publishes = kind.is_some_and(publications::may_publish_the_state);
     // PostgreSQL's own arguments, passed on unchanged; nothing of this frame needs dropping, so
     // an error below leaves by PostgreSQL's longjmp with all its fields (`unguarded.rs`).
