@@ -105,8 +105,8 @@ def write_chart(results, path):
     plt.close(fig)
 
 
-LATENCY_COLORS = {"bigserial": "#4c72b0", "snowflake": "#dd8452", "uuid": "#55a868",
-                  "uuidv7": "#8172b2"}
+LATENCY_COLORS = {"bigserial": "#4c72b0", "control": "#9fb7dc", "snowflake": "#dd8452",
+                  "uuid": "#55a868", "uuidv7": "#8172b2"}
 
 
 def write_latency_chart(results, path):

@@ -25,10 +25,13 @@ from .databases import wal_flushes
 from .machine import ForeignCpu, machine_info, machine_state, wait_for_quiet
 
 # The keys in the order of the report and of the pgbench scripts (script number = index).
-KEYS = ["bigserial", "snowflake", "uuid", "uuidv7"]
+# "control" is a second bigserial table: its ratio to bigserial is what the machine's noise alone
+# makes of a ratio in the same run, the yardstick for snowflake's.
+KEYS = ["bigserial", "control", "snowflake", "uuid", "uuidv7"]
 COLUMNS = {key: column for key, _, column in INSERT_VARIANTS if key in KEYS}
-LABELS = {"bigserial": "bigserial", "snowflake": "snowflake_nextval()",
-          "uuid": "gen_random_uuid()", "uuidv7": "uuidv7()"}
+COLUMNS["control"] = COLUMNS["bigserial"]
+LABELS = {"bigserial": "bigserial", "control": "bigserial (control)",
+          "snowflake": "snowflake_nextval()", "uuid": "gen_random_uuid()", "uuidv7": "uuidv7()"}
 # BENCH_LATENCY_RATES: transactions per second in all; "max" is a run without --rate.
 RATES = "0.2 1 10 100 1000 max"
 CLIENTS = "1 8"
@@ -401,25 +404,47 @@ def ratio(ours, theirs, figure):
     return ours[figure] / theirs[figure]
 
 
+def versus(keyed, ours, theirs):
+    """`ours`' p50 and p99 over `theirs`' (None where either has no sample), or None when the
+    run has no such key."""
+    if ours not in keyed or theirs not in keyed:
+        return None
+    return {figure: ratio(keyed[ours], keyed[theirs], figure) for figure in ("p50", "p99")}
+
+
+def within_target(ratios):
+    """Whether both ratios are at most the target; None when either is unknown."""
+    if ratios is None or None in ratios.values():
+        return None
+    return all(value <= TARGET_RATIO for value in ratios.values())
+
+
 def rows(results):
-    """Per run: snowflake's p50 and p99 over bigserial's (and over uuidv7's, on 18) and
-    whether the target is met (None when a key has no sample)."""
+    """Per run: snowflake's p50 and p99 over bigserial's (and over uuidv7's, on 18), the
+    control's over bigserial's (the noise of the run), and whether each is within the target
+    (None when a key has no sample)."""
     table_rows = []
     for run in results["runs"]:
         keyed = run["keys"]
-        ratios = {figure: ratio(keyed["snowflake"], keyed["bigserial"], figure)
-                  for figure in ("p50", "p99")}
-        versus_v7 = ({figure: ratio(keyed["snowflake"], keyed["uuidv7"], figure)
-                      for figure in ("p50", "p99")} if "uuidv7" in keyed else None)
-        known = [value for value in ratios.values() if value is not None]
+        ratios = versus(keyed, "snowflake", "bigserial")
+        control = versus(keyed, "control", "bigserial")
         table_rows.append({
             "synchronous_commit": run["synchronous_commit"], "clients": run["clients"],
-            "rate": run["rate"], "ratios": ratios, "versus_uuidv7": versus_v7,
+            "rate": run["rate"], "ratios": ratios,
+            "versus_uuidv7": versus(keyed, "snowflake", "uuidv7"), "control": control,
             "few_samples": min(keyed["snowflake"]["samples"],
                                keyed["bigserial"]["samples"]) <= FEW_SAMPLES,
-            "met": all(value <= TARGET_RATIO for value in known) if len(known) == 2 else None,
+            "met": within_target(ratios), "control_met": within_target(control),
         })
     return table_rows
+
+
+def tally(table_rows):
+    """(runs with both verdicts, snowflake within the target, the control within it)."""
+    judged = [row for row in table_rows
+              if row["met"] is not None and row["control_met"] is not None]
+    return (len(judged), sum(row["met"] for row in judged),
+            sum(row["control_met"] for row in judged))
 
 
 def cell(figure):
@@ -433,6 +458,11 @@ def cell(figure):
 
 def times(value):
     return "—" if value is None else f"{value:.2f}×"
+
+
+def pair(ratios):
+    """`p50 / p99` ratios, or — for a run without the key."""
+    return "—" if ratios is None else f"{times(ratios['p50'])} / {times(ratios['p99'])}"
 
 
 def lag_text(lag):
@@ -495,19 +525,32 @@ def render(results, server_version):
             if run["synchronous_commit"] == setting:
                 lines.append(f"| {run['clients']} | {rate_label(run['rate'])} | "
                              + " | ".join(cell(run["keys"][key]) for key in keys) + " |")
+    with_control = "control" in keys
     lines += ["", f"† p99 of {FEW_SAMPLES} samples or fewer: by nearest rank it is the max.", "",
               "## snowflake against bigserial" + (" and uuidv7()" if versus_v7 else ""), "",
               "| synchronous_commit | clients | rate /s | p50 ratio | p99 ratio | "
               + ("p50 vs uuidv7() | p99 vs uuidv7() | " if versus_v7 else "")
-              + f"target ≤ {TARGET_RATIO}× met |",
-              "|---|---|---|---|---|---|" + ("---|---|" if versus_v7 else "")]
-    for row in rows(results):
+              + f"target ≤ {TARGET_RATIO}× met |"
+              + (" control p50 / p99 ratio | control within the target |"
+                 if with_control else ""),
+              "|---|---|---|---|---|---|" + ("---|---|" if versus_v7 else "")
+              + ("---|---|" if with_control else "")]
+    table_rows = rows(results)
+    for row in table_rows:
         few = "†" if row["few_samples"] and row["ratios"]["p99"] is not None else ""
         v7 = (f"{times(row['versus_uuidv7']['p50'])} | {times(row['versus_uuidv7']['p99'])} | "
               if versus_v7 else "")
+        control = (f" {pair(row['control'])} | {MET[row['control_met']]} |"
+                   if with_control else "")
         lines.append(f"| {row['synchronous_commit']} | {row['clients']} | "
                      f"{rate_label(row['rate'])} | {times(row['ratios']['p50'])} | "
-                     f"{times(row['ratios']['p99'])}{few} | {v7}{MET[row['met']]} |")
+                     f"{times(row['ratios']['p99'])}{few} | {v7}{MET[row['met']]} |{control}")
+    if with_control:
+        judged, met, control_met = tally(table_rows)
+        lines += ["", f"Of the {judged} runs with samples of every key, snowflake is within "
+                  f"{TARGET_RATIO}× of bigserial in {met}, and bigserial's own second table "
+                  f"(the control: the same key, so only the machine's noise differs) in "
+                  f"{control_met}."]
     lines += ["", "## The runs: rate kept, reservation renewals", "",
               "Renewals of the durable reservation per minute, all and those made inside a "
               "session's statement (not by the reservation worker; each is one WAL record "
@@ -571,13 +614,17 @@ def quiet_spell_lines(results):
              "rotated each time, each in a warm session of its own, timed from the client (the "
              "round trip included). Renewals in statements: those of the spells' INSERTs.", "",
              "| synchronous_commit | " + " | ".join(LABELS[key] for key in keys)
-             + " | p50 / p99 vs bigserial | renewals in statements |",
-             "|---|" + "---|" * len(keys) + "---|---|"]
+             + " | snowflake p50 / p99 vs bigserial | "
+             + ("control p50 / p99 vs bigserial | " if "control" in keys else "")
+             + "renewals in statements |",
+             "|---|" + "---|" * len(keys) + "---|" + ("---|" if "control" in keys else "")
+             + "---|"]
     for spell in spells:
         keyed = spell["keys"]
-        versus = " / ".join(times(ratio(keyed["snowflake"], keyed["bigserial"], figure))
-                            for figure in ("p50", "p99"))
+        control = (f" {pair(versus(keyed, 'control', 'bigserial'))} |"
+                   if "control" in keys else "")
         lines.append(f"| {spell['synchronous_commit']} | "
                      + " | ".join(cell(keyed[key]) for key in keys)
-                     + f" | {versus} | {spell['in_statements']} |")
+                     + f" | {pair(versus(keyed, 'snowflake', 'bigserial'))} |{control} "
+                     f"{spell['in_statements']} |")
     return lines

@@ -6,8 +6,8 @@ import unittest
 from pathlib import Path
 
 from snowflake_bench.cluster import Cluster
-from snowflake_bench.latency import (CLIENTS, FEW_SAMPLES, RATES, SYNC, TARGET_RATIO, cell,
-                                     quiet_spell_lines,
+from snowflake_bench.latency import (CLIENTS, COLUMNS, FEW_SAMPLES, KEYS, RATES, SYNC, TARGET_RATIO,
+                                     cell, quiet_spell_lines, tally,
                                      figures, idle_phase, jobs_for, parse_clients, parse_log,
                                      parse_rates, parse_sync, pgbench_command, planned_runs,
                                      planned_seconds, rate_kept, rate_label, render, renewals,
@@ -21,9 +21,11 @@ def figure(p50, p99, samples=1000, largest=None):
 
 
 def run(setting="on", clients=1, rate=10.0, snowflake=(1.0, 2.0), bigserial=(1.0, 2.0),
-        uuidv7=None, samples=1000, writes=10, worker_writes=8, quiet=True):
+        uuidv7=None, control=None, samples=1000, writes=10, worker_writes=8, quiet=True):
     keyed = {"bigserial": figure(*bigserial, samples), "snowflake": figure(*snowflake, samples),
              "uuid": figure(1.0, 2.0, samples)}
+    if control:
+        keyed["control"] = figure(*control, samples)
     if uuidv7:
         keyed["uuidv7"] = figure(*uuidv7, samples)
     delta = {"reservation_writes": writes, "reservation_worker_writes": worker_writes,
@@ -211,6 +213,21 @@ class RowsTest(unittest.TestCase):
         self.assertIsNone(table[0]["ratios"]["p50"])
         self.assertTrue(table[1]["few_samples"])
 
+    def test_the_control_is_judged_like_snowflake(self):
+        keys = ("bigserial", "control", "snowflake", "uuid")
+        table = rows(results([run(control=(1.0, 2.4)), run(control=(1.05, 2.1)),
+                              run(snowflake=(1.5, 2.0), control=(1.0, 2.0))], keys=keys))
+        self.assertEqual(table[0]["control"], {"p50": 1.0, "p99": 1.2})
+        self.assertEqual([row["control_met"] for row in table], [False, True, True])
+        self.assertEqual([row["met"] for row in table], [True, True, False])
+        self.assertEqual(tally(table), (3, 2, 2))
+        self.assertIsNone(rows(results([run()]))[0]["control"])
+
+    def test_the_control_is_a_second_bigserial_table(self):
+        self.assertEqual(KEYS[:3], ["bigserial", "control", "snowflake"])
+        self.assertEqual(COLUMNS["control"], COLUMNS["bigserial"])
+        self.assertIn("INSERT INTO latency_control ", script_text("control", KEYS))
+
     def test_against_uuidv7_on_18(self):
         table = rows(results([run(snowflake=(1.0, 3.0), uuidv7=(2.0, 2.0))],
                              keys=("bigserial", "snowflake", "uuid", "uuidv7")))
@@ -247,6 +264,17 @@ class RenderTest(unittest.TestCase):
         self.assertIn("Every run started while the reservation was still being renewed, after "
                       "3 s of waiting.", text)
 
+    def test_report_shows_the_controls_ratios_and_the_tally(self):
+        keys = ("bigserial", "control", "snowflake", "uuid")
+        text = render(results([run(control=(1.0, 2.4)), run(rate=None, control=(1.0, 2.0))],
+                              keys=keys), "15.20")
+        self.assertIn("| target ≤ 1.1× met | control p50 / p99 ratio | control within the "
+                      "target |", text)
+        self.assertIn("| on | 1 | 10 | 1.00× | 1.00× | yes | 1.00× / 1.20× | no |", text)
+        self.assertIn("Of the 2 runs with samples of every key, snowflake is within 1.1× of "
+                      "bigserial in 2, and bigserial's own second table (the control: the same "
+                      "key, so only the machine's noise differs) in 1.", text)
+
     def test_report_on_18_compares_with_uuidv7(self):
         text = render(results([run(uuidv7=(0.5, 1.0))],
                               keys=("bigserial", "snowflake", "uuid", "uuidv7")), "18.1")
@@ -259,12 +287,14 @@ class ChartTest(unittest.TestCase):
     def test_chart_is_written(self):
         from snowflake_bench.chart import write_latency_chart
 
-        empty = run(rate=0.2)
+        empty = run(rate=0.2, control=(1.0, 2.0))
         empty["keys"]["uuid"] = {"samples": 0}
+        measured = results([empty, run(rate=None, control=(1.0, 2.0)),
+                            run(clients=8, rate=None, control=(1.0, 2.0))],
+                           keys=("bigserial", "control", "snowflake", "uuid"))
         with tempfile.TemporaryDirectory() as directory:
             path = Path(directory) / "latency.png"
-            write_latency_chart(results([empty, run(rate=None), run(clients=8, rate=None)]),
-                                path)
+            write_latency_chart(measured, path)
             self.assertGreater(path.stat().st_size, 10_000)
 
 
@@ -283,6 +313,15 @@ class QuietSpellsTest(unittest.TestCase):
 
     def test_no_section_without_spells(self):
         self.assertEqual(quiet_spell_lines(results([])), [])
+
+    def test_the_controls_ratios_beside_snowflakes(self):
+        spell = self.spell("on", 3.0, 1.5)
+        spell["keys"]["control"] = dict(spell["keys"]["bigserial"], p50=3.0)
+        measured = {**results([], keys=("bigserial", "control", "snowflake", "uuid")),
+                    "quiet_spells": [spell]}
+        lines = quiet_spell_lines(measured)
+        self.assertIn("| control p50 / p99 vs bigserial | renewals in statements |", lines[5])
+        self.assertTrue(lines[-1].endswith("| 2.00× / 2.00× | 2.00× / 1.00× | 0 |"), lines[-1])
 
     def test_each_setting_a_row_with_its_ratios(self):
         measured = {**results([]), "quiet_spells": [self.spell("on", 3.0, 1.5),
