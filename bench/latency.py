@@ -3,13 +3,16 @@
 100 and 1,000 transactions per second and unthrottled, one prepared single-row INSERT per
 transaction through bigserial, snowflake_nextval(), gen_random_uuid() and (18) uuidv7(), mixed
 in one run, with synchronous_commit on and off; each key's first INSERT after quiet spells; the
-reservation renewals of each run and of an idle server. Started by bench/run.sh latency, which installs the extension; writes latency.md,
+first ID of a tick as the server times it; the reservation renewals of each run and of an idle
+server. Started by bench/run.sh latency, which installs the extension; writes latency.md,
 latency.json and latency.png into --results. Not a test: no timing fails it."""
 
 from snowflake_bench.chart import write_latency_chart
 from snowflake_bench.latency import (CLIENTS, RATES, SYNC, bench_latency, parse_clients,
                                      parse_rates, parse_sync, rate_label, render, rows, setup)
 from snowflake_bench.standalone import run_standalone
+from snowflake_bench.tick_cost import PAUSES as TICK_PAUSES
+from snowflake_bench.tick_cost import parse_pauses
 
 
 def summary(row):
@@ -32,6 +35,8 @@ if __name__ == "__main__":
          "sync": ("BENCH_LATENCY_SYNC", SYNC, parse_sync),
          "spells": ("BENCH_LATENCY_SPELLS", 20),
          "spell_seconds": ("BENCH_LATENCY_SPELL_SECONDS", 3),
+         "tick_pauses": ("BENCH_LATENCY_TICK_PAUSES", TICK_PAUSES, parse_pauses),
+         "tick_calls": ("BENCH_LATENCY_TICK_CALLS", 900),
          "idle_seconds": ("BENCH_LATENCY_IDLE_SECONDS", 120),
          "wait_quiet": ("BENCH_WAIT_QUIET", 60)},
         setup, bench_latency, rows, render, summary, chart=write_latency_chart)

@@ -23,6 +23,7 @@ from .benchmarks import (INSERT_VARIANTS, available, pgbench_tps, quantiles, rot
 from .cluster import PORT
 from .databases import wal_flushes
 from .machine import ForeignCpu, machine_info, machine_state, wait_for_quiet
+from .tick_cost import series_seconds, tick_cost_lines, tick_costs
 
 # The keys in the order of the report and of the pgbench scripts (script number = index).
 # "control" is a second bigserial table: its ratio to bigserial is what the machine's noise alone
@@ -108,7 +109,8 @@ def planned_seconds(settings, keys):
     """Seconds of pgbench runs, quiet spells and idle phase that `settings` make (the
     preparation of each run, the setup and the wait for a quiet machine not counted)."""
     spells = settings["spells"] * settings["spell_seconds"] * len(settings["sync"])
-    return settings["idle_seconds"] + spells + sum(
+    ticks = series_seconds(settings["tick_pauses"], settings["tick_calls"])
+    return settings["idle_seconds"] + spells + ticks + sum(
         run_seconds(rate, keys, count, settings["seconds"], settings["samples"],
                     settings["max_seconds"])
         for _, count, rate in planned_runs(settings["sync"], settings["clients"],
@@ -335,13 +337,14 @@ def idle_phase(monitor, seconds):
 
 
 def bench_latency(cluster, seconds, max_seconds, samples, rates, clients, sync, spells,
-                  spell_seconds, idle_seconds, wait_quiet):
+                  spell_seconds, tick_pauses, tick_calls, idle_seconds, wait_quiet):
     """Every run (synchronous_commit × clients × rate), the quiet spells of each
     synchronous_commit setting, then the idle phase; the machine's state before and after, and
     the CPU other processes used during each run."""
     settings = {"seconds": seconds, "max_seconds": max_seconds, "samples": samples,
                 "rates": rates, "clients": clients, "sync": sync, "spells": spells,
-                "spell_seconds": spell_seconds, "idle_seconds": idle_seconds}
+                "spell_seconds": spell_seconds, "tick_pauses": tick_pauses,
+                "tick_calls": tick_calls, "idle_seconds": idle_seconds}
     with cluster.connect() as conn:
         major = int(conn.execute("SHOW server_version_num").fetchone()[0]) // 10000
         reserve_ahead = reserve_ahead_seconds(conn)
@@ -388,6 +391,8 @@ def bench_latency(cluster, seconds, max_seconds, samples, rates, clients, sync, 
             log(f"{name}: " + ", ".join(
                 f"{key} p50 {spell['keys'][key]['p50']:.2f} ms" for key in keys)
                 + f"; renewals in statements {spell['in_statements']}")
+        log(f"the first ID of a tick after pauses of {tick_pauses} s")
+        results["tick_costs"] = tick_costs(cluster, tick_pauses, tick_calls)
         log(f"idle for {idle_seconds} s")
         results["idle"] = watch.measure("idle", lambda: idle_phase(monitor, idle_seconds))
         results["idle"]["foreign_cpu"] = watch.phases["idle"]
@@ -590,6 +595,7 @@ def render(results, server_version):
                       f"{run['synchronous_commit']}/{run['clients']}/{rate_label(run['rate'])}"
                       for run in unsettled) + "."]
     lines += quiet_spell_lines(results)
+    lines += tick_cost_lines(results.get("tick_costs", []))
     idle = results["idle"]
     last = idle["last_renewal_after"]
     lines += ["", f"Idle: {idle['seconds']} s without an ID after the last run: "

@@ -14,6 +14,8 @@ from snowflake_bench.latency import (CLIENTS, COLUMNS, FEW_SAMPLES, KEYS, RATES,
                                      reserve_ahead_seconds, rows, run_seconds, script_text,
                                      settle, split_by_key)
 from snowflake_bench.standalone import knob_default
+from snowflake_bench.tick_cost import PAUSES as TICK_PAUSES
+from snowflake_bench.tick_cost import parse_pauses
 
 
 def figure(p50, p99, samples=1000, largest=None):
@@ -93,13 +95,14 @@ class DurationTest(unittest.TestCase):
     def test_default_plan(self):
         settings = {"seconds": 10, "max_seconds": 80, "samples": 10,
                     "rates": parse_rates(RATES), "clients": [1, 8], "sync": ["on", "off"],
-                    "spells": 20, "spell_seconds": 3, "idle_seconds": 120}
+                    "spells": 20, "spell_seconds": 3, "tick_pauses": parse_pauses(TICK_PAUSES),
+                    "tick_calls": 900, "idle_seconds": 120}
         self.assertEqual(len(planned_runs(settings["sync"], settings["clients"],
                                           settings["rates"])), 24)
-        # 2 × (80 + 31 + 4 × 10 + 80 + 38 + 4 × 10) + 2 × 20 × 3 + 120 with 3 keys; 1 and 8 s
-        # more with 4.
-        self.assertEqual(planned_seconds(settings, 3), 858)
-        self.assertEqual(planned_seconds(settings, 4), 898)
+        # 2 × (80 + 41 + 4 × 10 + 80 + 48 + 4 × 10) + 2 × 20 × 3 + 900 × 11.5 ms + 120 with
+        # 4 keys (15, 17); 1 and 8 s more at 1/s with 5 (18).
+        self.assertAlmostEqual(planned_seconds(settings, 4), 908.35)
+        self.assertAlmostEqual(planned_seconds(settings, 5), 948.35)
 
 
 class ScriptTest(unittest.TestCase):
