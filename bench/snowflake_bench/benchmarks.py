@@ -386,6 +386,13 @@ def quantiles(latencies_us):
     return out
 
 
+def figures(latencies_us):
+    """p50, p99, p99.9 and max (ms) and the number of samples; only the number if none."""
+    if not latencies_us:
+        return {"samples": 0}
+    return {**quantiles(latencies_us), "samples": len(latencies_us)}
+
+
 def parse_pgbench_log(text):
     """Latencies (µs) of a pgbench --log file: `client_id transaction_no time script_no
     time_epoch time_us` per transaction, `time` being its latency in µs."""

@@ -18,7 +18,7 @@ import time
 from collections import defaultdict
 
 from . import log
-from .benchmarks import (INSERT_VARIANTS, available, pgbench_tps, quantiles, rotated,
+from .benchmarks import (INSERT_VARIANTS, available, figures, pgbench_tps, rotated,
                          stats_delta)
 from .cluster import PORT
 from .databases import wal_flushes
@@ -106,8 +106,9 @@ def planned_runs(sync, clients, rates):
 
 
 def planned_seconds(settings, keys):
-    """Seconds of pgbench runs, quiet spells and idle phase that `settings` make (the
-    preparation of each run, the setup and the wait for a quiet machine not counted)."""
+    """Seconds of pgbench runs, quiet spells, the tick series' pauses and the idle phase that
+    `settings` make (the preparation of each run, the setup, the series' statements and the
+    wait for a quiet machine not counted)."""
     spells = settings["spells"] * settings["spell_seconds"] * len(settings["sync"])
     ticks = series_seconds(settings["tick_pauses"], settings["tick_calls"])
     return settings["idle_seconds"] + spells + ticks + sum(
@@ -174,13 +175,6 @@ def split_by_key(records, keys):
         if lag is not None:
             lags.append(lag)
     return latencies, lags, len(first)
-
-
-def figures(latencies_us):
-    """p50, p99, p99.9 and max (ms) and the number of samples; only the number if none."""
-    if not latencies_us:
-        return {"samples": 0}
-    return {**quantiles(latencies_us), "samples": len(latencies_us)}
 
 
 def rate_kept(rate, lag_mean_ms):
@@ -339,8 +333,9 @@ def idle_phase(monitor, seconds):
 def bench_latency(cluster, seconds, max_seconds, samples, rates, clients, sync, spells,
                   spell_seconds, tick_pauses, tick_calls, idle_seconds, wait_quiet):
     """Every run (synchronous_commit × clients × rate), the quiet spells of each
-    synchronous_commit setting, then the idle phase; the machine's state before and after, and
-    the CPU other processes used during each run."""
+    synchronous_commit setting, the first ID of a tick after each pause (`tick_cost.py`), then
+    the idle phase; the machine's state before and after, and the CPU other processes used
+    during each run."""
     settings = {"seconds": seconds, "max_seconds": max_seconds, "samples": samples,
                 "rates": rates, "clients": clients, "sync": sync, "spells": spells,
                 "spell_seconds": spell_seconds, "tick_pauses": tick_pauses,

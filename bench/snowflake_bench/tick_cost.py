@@ -9,7 +9,7 @@ figures, is left out."""
 import re
 import time
 
-from .benchmarks import quantiles
+from .benchmarks import figures
 
 # The statements in the order they take turns; the tables are the latency benchmark's.
 STATEMENTS = {"bigserial": "SELECT nextval('latency_bigserial_id_seq')",
@@ -34,8 +34,9 @@ def parse_durations(text):
     durations = {key: [] for key in STATEMENTS}
     for line in text.splitlines():
         found = DURATION.search(line)
-        if found and found.group(2).strip() in keys:
-            durations[keys[found.group(2).strip()]].append(round(float(found.group(1)) * 1e3))
+        key = found and keys.get(found.group(2).strip())
+        if key:
+            durations[key].append(round(float(found.group(1)) * 1e3))
     return durations
 
 
@@ -66,14 +67,20 @@ def tick_costs(cluster, pauses, calls):
             with open(cluster.log, encoding="utf-8", errors="replace") as server_log:
                 server_log.seek(start)
                 durations = parse_durations(server_log.read())
-            series.append({"pause_ms": pause * 1e3, "keys": {
-                key: {**quantiles(values), "samples": len(values)} if values else {"samples": 0}
-                for key, values in durations.items()}})
+            series.append({"pause_ms": pause * 1e3,
+                           "keys": {key: figures(values) for key, values in durations.items()}})
     return series
 
 
 def microseconds(figure, name):
     return f"{figure[name] * 1e3:.0f}" if figure["samples"] else "—"
+
+
+def p50_above_bigserial(keyed, key):
+    """`key`'s p50 minus bigserial's, in µs with its sign; — without samples of both."""
+    if not keyed[key]["samples"] or not keyed["bigserial"]["samples"]:
+        return "—"
+    return f"{(keyed[key]['p50'] - keyed['bigserial']['p50']) * 1e3:+.0f}"
 
 
 def tick_cost_lines(series):
@@ -93,14 +100,9 @@ def tick_cost_lines(series):
              "|---|" + "---|" * len(STATEMENTS) + "---|---|"]
     for entry in series:
         keyed = entry["keys"]
-
-        def above(key):
-            if not keyed[key]["samples"] or not keyed["bigserial"]["samples"]:
-                return "—"
-            return f"{(keyed[key]['p50'] - keyed['bigserial']['p50']) * 1e3:+.0f}"
-
         cells = [f"{microseconds(keyed[key], 'p50')} / {microseconds(keyed[key], 'p99')} "
                  f"({keyed[key]['samples']})" for key in STATEMENTS]
         lines.append(f"| {entry['pause_ms']:g} | " + " | ".join(cells)
-                     + f" | {above('snowflake')} | {above('control')} |")
+                     + f" | {p50_above_bigserial(keyed, 'snowflake')} | "
+                     f"{p50_above_bigserial(keyed, 'control')} |")
     return lines
